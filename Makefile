@@ -1,0 +1,46 @@
+# replica_gate: PGXS build.
+#
+#   make && make install                  build and install (on every node)
+#   make installcheck                     pg_regress suite on a throwaway instance + TAP tests
+#   bash test/run                         the whole suite (regress, pgTAP, TAP), see README
+
+EXTENSION = replica_gate
+MODULE_big = replica_gate
+OBJS = \
+	src/gate.o \
+	src/registry.o \
+	src/replica_gate.o \
+	src/set_gate.o \
+	src/wait.o \
+	src/worker.o
+
+DATA = $(wildcard sql/$(EXTENSION)--*.sql)
+PGFILEDESC = "replica_gate - gate replica reads on WAL replay"
+
+# pg_regress: every sql/*.sql that is not an install script, run on a
+# throwaway instance with the library preloaded.
+REGRESS = $(sort $(filter-out $(EXTENSION)--%,$(notdir $(basename $(wildcard sql/*.sql)))))
+REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
+
+# TAP tests with a real primary and streaming standby.
+TAP_TESTS = 1
+PROVE_TESTS = test/t/*.pl
+
+PG_CPPFLAGS = -I$(srcdir)/src
+
+PG_CONFIG ?= pg_config
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+EXTRA_CLEAN = tmp_check_regress
+
+# pgTAP suite: needs a running server with replica_gate and pgtap installed
+# (test/run starts one).
+.PHONY: pgtapcheck
+pgtapcheck:
+	pg_prove --ext .sql -r test/pgtap
+
+# TAP suite alone (installcheck runs pg_regress and then this).
+.PHONY: tapcheck
+tapcheck:
+	$(prove_installcheck)

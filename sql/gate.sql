@@ -1,0 +1,126 @@
+-- Single-node behaviour of the gates on a primary: NULLs, bad input,
+-- timeouts, snapshot rules and error texts.  Standby behaviour is covered by
+-- the TAP tests in test/t.
+CREATE EXTENSION replica_gate;
+
+-- Run a statement, return its SQLSTATE, message, detail and hint, with this
+-- server's varying WAL positions masked.
+CREATE FUNCTION pg_temp.err(q text) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	msg text;
+	detail text;
+	hint text;
+BEGIN
+	EXECUTE q;
+	RETURN 'ok';
+EXCEPTION WHEN OTHERS THEN
+	GET STACKED DIAGNOSTICS msg = MESSAGE_TEXT, detail = PG_EXCEPTION_DETAIL,
+		hint = PG_EXCEPTION_HINT;
+	RETURN regexp_replace(concat_ws(E'\n', SQLSTATE || ': ' || msg,
+									nullif('DETAIL: ' || detail, 'DETAIL: '),
+									nullif('HINT: ' || hint, 'HINT: ')),
+						  'position [0-9A-F]+/[0-9A-F]+', 'position X/X');
+END $$;
+
+-- On a primary everything up to the WAL insert position is caught up.
+SELECT replica_gate.caught_up('0/0');
+SELECT replica_gate.caught_up(pg_current_wal_insert_lsn());
+SELECT replica_gate.wait_for_lsn(pg_current_wal_insert_lsn());
+SELECT replica_gate.wait_for_lsn(pg_current_wal_insert_lsn(), 0);
+SELECT replica_gate.require_lsn(pg_current_wal_insert_lsn(), 100);
+-- ... and a target beyond it cannot be a token of this server.
+SELECT pg_temp.err($$SELECT replica_gate.caught_up('FFFFFFFF/FFFFFFFF')$$);
+SELECT pg_temp.err($$SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 10)$$);
+SELECT pg_temp.err($$SELECT replica_gate.require_lsn('FFFFFFFF/0')$$);
+
+-- NULL target: no write to wait for, the gates pass.
+SELECT replica_gate.caught_up(NULL);
+SELECT replica_gate.wait_for_lsn(NULL);
+SELECT replica_gate.wait_for_lsn(NULL, 0);
+SELECT replica_gate.require_lsn(NULL, NULL);
+
+-- Timeouts: NULL means the default, huge values are capped, negative are errors.
+SELECT replica_gate.wait_for_lsn('0/1', NULL);
+SELECT replica_gate.wait_for_lsn('0/1', 2147483647);
+SELECT pg_temp.err($$SELECT replica_gate.wait_for_lsn('0/1', -1)$$);
+SELECT pg_temp.err($$SELECT replica_gate.require_lsn('0/1', -1)$$);
+SELECT pg_temp.err($$SELECT replica_gate.wait_for_lsn(NULL, -5)$$);
+SELECT pg_temp.err($$SELECT replica_gate.wait_for_lsn('0/1', 2147483648)$$);
+
+-- Malformed LSN text.
+SELECT pg_temp.err($$SELECT replica_gate.caught_up('junk')$$);
+SELECT pg_temp.err($$SELECT replica_gate.wait_for_lsn('1/2/3')$$);
+SELECT pg_temp.err($$SELECT replica_gate.require_lsn('')$$);
+
+-- REPEATABLE READ: a gate after the snapshot was taken is refused ...
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT replica_gate.caught_up('0/1');
+ROLLBACK;
+BEGIN ISOLATION LEVEL SERIALIZABLE;
+SELECT 1;
+SELECT replica_gate.wait_for_lsn('0/1', 0);
+ROLLBACK;
+-- ... except with nothing to wait for.
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT replica_gate.require_lsn(NULL);
+COMMIT;
+-- READ COMMITTED is fine.
+BEGIN;
+SELECT replica_gate.require_lsn('0/1');
+COMMIT;
+
+-- The SET form.
+SHOW replica_gate.require_lsn;
+SET replica_gate.require_lsn = '0/1';
+SHOW replica_gate.require_lsn;
+BEGIN;
+SET LOCAL replica_gate.require_lsn = '0/2';
+SHOW replica_gate.require_lsn;
+COMMIT;
+SHOW replica_gate.require_lsn;
+RESET replica_gate.require_lsn;
+SHOW replica_gate.require_lsn;
+SET replica_gate.require_lsn = '';
+SET replica_gate.require_lsn TO DEFAULT;
+-- as the first statement of a REPEATABLE READ transaction
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SET LOCAL replica_gate.require_lsn = '0/3';
+SELECT 1;
+SET LOCAL replica_gate.require_lsn = '0/4';
+ROLLBACK;
+-- bad values and the ways that would not wait
+SET replica_gate.require_lsn = 'junk';
+SET replica_gate.require_lsn = '0/1', '0/2';
+\set VERBOSITY sqlstate
+SET replica_gate.require_lsn = 'FFFFFFFF/0';
+\set VERBOSITY default
+SELECT set_config('replica_gate.require_lsn', '0/1', false);
+ALTER ROLE CURRENT_USER SET replica_gate.require_lsn = '0/1';
+CREATE FUNCTION pg_temp.f() RETURNS int LANGUAGE sql
+	SET replica_gate.require_lsn = '0/1' AS 'SELECT 1';
+DO $$ BEGIN SET replica_gate.require_lsn = '0/1'; END $$;
+BEGIN;
+DECLARE c CURSOR FOR SELECT 1;
+SET replica_gate.require_lsn = '0/1';
+ROLLBACK;
+SHOW replica_gate.require_lsn;
+
+-- Settings.
+SHOW replica_gate.default_timeout;
+SHOW replica_gate.max_timeout;
+SHOW replica_gate.poll_interval;
+SET replica_gate.default_timeout = -1;
+SET replica_gate.default_timeout = '2s';
+SHOW replica_gate.default_timeout;
+RESET replica_gate.default_timeout;
+SET replica_gate.poll_interval = 5;
+CREATE ROLE rg_plain;
+SET ROLE rg_plain;
+SET replica_gate.max_timeout = 10;
+SET replica_gate.default_timeout = 10;
+SELECT replica_gate.caught_up('0/1'), replica_gate.waiters();
+RESET ROLE;
+DROP ROLE rg_plain;
+
+-- Nobody is waiting on this node.
+SELECT replica_gate.waiters();

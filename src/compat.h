@@ -1,0 +1,112 @@
+/*-------------------------------------------------------------------------
+ *
+ * compat.h
+ *		Differences between PostgreSQL 13 to 18 that replica_gate relies on,
+ *		as macros, so that the rest of the code reads the same everywhere.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REPLICA_GATE_COMPAT_H
+#define REPLICA_GATE_COMPAT_H
+
+#include "access/xlog.h"
+#if PG_VERSION_NUM >= 150000
+#include "access/xlogrecovery.h"	/* GetXLogReplayRecPtr moved here in 15 */
+#endif
+#include "storage/proc.h"
+#include "tcop/utility.h"
+#include "utils/guc.h"
+#if PG_VERSION_NUM >= 140000
+#include "utils/wait_event.h"
+#else
+#include "pgstat.h"
+#endif
+
+#if PG_VERSION_NUM < 130000
+#error "replica_gate requires PostgreSQL 13 or later"
+#endif
+
+/* LSNs print as core's pg_lsn_out does on 13-18. */
+#define RG_LSN_FMT "%X/%X"
+#define RG_LSN_ARGS(lsn) ((uint32) ((lsn) >> 32)), ((uint32) (lsn))
+
+/* This backend's index into ProcGlobal->allProcs. */
+#if PG_VERSION_NUM >= 170000
+#define RG_MY_PROCNO MyProcNumber
+#else
+#define RG_MY_PROCNO (MyProc->pgprocno)
+#endif
+
+/* The xmin this backend advertises to recovery conflict resolution. */
+#if PG_VERSION_NUM >= 140000
+#define RG_MY_XMIN (MyProc->xmin)
+#else
+#define RG_MY_XMIN (MyPgXact->xmin)
+#endif
+
+/*
+ * Number of PGPROC slots that regular backends and background workers use.
+ * Before 15, MaxBackends is not yet computed when _PG_init requests shared
+ * memory, so compute it the way InitializeMaxBackends() does.
+ */
+#if PG_VERSION_NUM >= 150000
+#define RG_MAX_BACKENDS() MaxBackends
+#else
+#define RG_MAX_BACKENDS() \
+	(MaxConnections + autovacuum_max_workers + 1 + \
+	 max_worker_processes + max_wal_senders)
+#endif
+
+/* Reserve the "replica_gate." GUC prefix. */
+#if PG_VERSION_NUM >= 150000
+#define RG_RESERVE_GUC_PREFIX(prefix) MarkGUCPrefixReserved(prefix)
+#else
+#define RG_RESERVE_GUC_PREFIX(prefix) EmitWarningsOnPlaceholders(prefix)
+#endif
+
+/* ProcessUtility_hook gained readOnlyTree in 14. */
+#if PG_VERSION_NUM >= 140000
+#define RG_UTILITY_ARGS \
+	PlannedStmt *pstmt, const char *queryString, bool readOnlyTree, \
+	ProcessUtilityContext context, ParamListInfo params, \
+	QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc
+#define RG_UTILITY_PASS \
+	pstmt, queryString, readOnlyTree, context, params, queryEnv, dest, qc
+#else
+#define RG_UTILITY_ARGS \
+	PlannedStmt *pstmt, const char *queryString, \
+	ProcessUtilityContext context, ParamListInfo params, \
+	QueryEnvironment *queryEnv, DestReceiver *dest, QueryCompletion *qc
+#define RG_UTILITY_PASS \
+	pstmt, queryString, context, params, queryEnv, dest, qc
+#endif
+
+/*
+ * Wait events: 17 lets an extension name its own (shown in
+ * pg_stat_activity.wait_event); before that all extensions share
+ * "Extension".  "cache" is a uint32 lvalue initialised to 0.
+ */
+#if PG_VERSION_NUM >= 170000
+#define RG_WAIT_EVENT(cache, name) \
+	((cache) != 0 ? (cache) : ((cache) = WaitEventExtensionNew(name)))
+#else
+#define RG_WAIT_EVENT(cache, name) ((void) (cache), (uint32) PG_WAIT_EXTENSION)
+#endif
+
+/*
+ * From 16 on, the startup process broadcasts WalSndCtl->wal_replay_cv after
+ * replaying each record whenever AllowCascadeReplication() holds, so the
+ * watcher can sleep on it instead of polling.
+ */
+#if PG_VERSION_NUM >= 160000
+#define RG_HAVE_REPLAY_CV 1
+#endif
+
+/* 18 records the library's name and version in its magic block. */
+#if PG_VERSION_NUM >= 180000
+#define RG_MODULE_MAGIC PG_MODULE_MAGIC_EXT(.name = "replica_gate", .version = "0.1.0")
+#else
+#define RG_MODULE_MAGIC PG_MODULE_MAGIC
+#endif
+
+#endif							/* REPLICA_GATE_COMPAT_H */

@@ -1,0 +1,318 @@
+/*-------------------------------------------------------------------------
+ *
+ * registry.c
+ *		The shared registry of backends waiting for replay, and the wake-up
+ *		that the replay watcher performs on it.
+ *
+ * Each backend owns the slot indexed by its PGPROC number, so linking needs
+ * no allocation.  The watcher compares the replay position with the lowest
+ * linked target and, only when that is reached, scans the slots under the
+ * lock, unlinks every satisfied waiter itself and sets its latch after
+ * releasing the lock.  A woken backend therefore only reads its own slot: it
+ * never queues on the lock on its way out, which keeps a mass wake-up from
+ * turning into a lock convoy.
+ *
+ * Only available when the library is in shared_preload_libraries; otherwise
+ * rg_registry_link() returns false and waiters poll on their own.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/lwlock.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "utils/memutils.h"
+
+#include "compat.h"
+#include "replica_gate.h"
+
+/* One slot per PGPROC that can run SQL. */
+typedef struct RgSlot
+{
+	XLogRecPtr	target;			/* awaited LSN; written under lock */
+	pg_atomic_uint32 linked;	/* 1 while registered; cleared by the waker */
+} RgSlot;
+
+typedef struct RgShared
+{
+	LWLock	   *lock;			/* protects targets, links and watcher */
+	Latch	   *watcher_latch;	/* the replay watcher's latch, or NULL */
+	pg_atomic_uint32 nwaiters;	/* number of linked slots */
+	pg_atomic_uint64 min_target;	/* lower bound of linked targets */
+	int			nslots;
+	RgSlot		slots[FLEXIBLE_ARRAY_MEMBER];
+} RgShared;
+
+static RgShared *rg_shared = NULL;
+
+#if PG_VERSION_NUM >= 150000
+static shmem_request_hook_type rg_prev_shmem_request_hook = NULL;
+#endif
+static shmem_startup_hook_type rg_prev_shmem_startup_hook = NULL;
+
+/* Scratch list of procnos to wake, used by the watcher only. */
+static int *rg_wake_list = NULL;
+
+static Size
+rg_shmem_size(void)
+{
+	return add_size(offsetof(RgShared, slots),
+					mul_size(RG_MAX_BACKENDS(), sizeof(RgSlot)));
+}
+
+/*
+ * rg_shmem_request
+ *		Ask for the registry's shared memory and its lock.
+ */
+static void
+rg_shmem_request(void)
+{
+#if PG_VERSION_NUM >= 150000
+	if (rg_prev_shmem_request_hook)
+		rg_prev_shmem_request_hook();
+#endif
+	RequestAddinShmemSpace(rg_shmem_size());
+	RequestNamedLWLockTranche("replica_gate", 1);
+}
+
+/*
+ * rg_shmem_startup
+ *		Create or attach to the registry.
+ */
+static void
+rg_shmem_startup(void)
+{
+	bool		found;
+
+	if (rg_prev_shmem_startup_hook)
+		rg_prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+	rg_shared = ShmemInitStruct("replica_gate", rg_shmem_size(), &found);
+	if (!found)
+	{
+		rg_shared->lock = &(GetNamedLWLockTranche("replica_gate"))->lock;
+		rg_shared->watcher_latch = NULL;
+		pg_atomic_init_u32(&rg_shared->nwaiters, 0);
+		pg_atomic_init_u64(&rg_shared->min_target, PG_UINT64_MAX);
+		rg_shared->nslots = RG_MAX_BACKENDS();
+		for (int i = 0; i < rg_shared->nslots; i++)
+		{
+			rg_shared->slots[i].target = InvalidXLogRecPtr;
+			pg_atomic_init_u32(&rg_shared->slots[i].linked, 0);
+		}
+	}
+	LWLockRelease(AddinShmemInitLock);
+}
+
+/*
+ * rg_registry_install_hooks
+ *		Called from _PG_init while shared_preload_libraries is processed.
+ */
+void
+rg_registry_install_hooks(void)
+{
+#if PG_VERSION_NUM >= 150000
+	rg_prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = rg_shmem_request;
+#else
+	rg_shmem_request();
+#endif
+	rg_prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = rg_shmem_startup;
+}
+
+/* This backend's slot, or NULL when there is no registry or no slot. */
+static RgSlot *
+rg_my_slot(void)
+{
+	if (rg_shared == NULL || MyProc == NULL ||
+		RG_MY_PROCNO < 0 || RG_MY_PROCNO >= rg_shared->nslots)
+		return NULL;
+	return &rg_shared->slots[RG_MY_PROCNO];
+}
+
+/*
+ * rg_registry_link
+ *		Register this backend as waiting for "target".
+ *
+ * Returns false when nobody would wake us (no registry, no running
+ * watcher): the caller must then poll.  The caller re-checks the replay
+ * position after this returns, so a target replayed in between is not
+ * missed.
+ */
+bool
+rg_registry_link(XLogRecPtr target)
+{
+	RgSlot	   *slot = rg_my_slot();
+	Latch	   *watcher;
+	uint32		before;
+
+	if (slot == NULL)
+		return false;
+
+	LWLockAcquire(rg_shared->lock, LW_EXCLUSIVE);
+	watcher = rg_shared->watcher_latch;
+	if (watcher == NULL)
+	{
+		LWLockRelease(rg_shared->lock);
+		return false;
+	}
+	Assert(pg_atomic_read_u32(&slot->linked) == 0);
+	slot->target = target;
+	pg_atomic_write_u32(&slot->linked, 1);
+	before = pg_atomic_fetch_add_u32(&rg_shared->nwaiters, 1);
+	if (target < pg_atomic_read_u64(&rg_shared->min_target))
+		pg_atomic_write_u64(&rg_shared->min_target, target);
+	LWLockRelease(rg_shared->lock);
+
+	/* The watcher sleeps without a timeout while nobody waits. */
+	if (before == 0)
+		SetLatch(watcher);
+	return true;
+}
+
+/*
+ * rg_registry_is_linked
+ *		Is this backend still registered?  Reads only our own slot: the waker
+ *		clears it before setting our latch.
+ */
+bool
+rg_registry_is_linked(void)
+{
+	RgSlot	   *slot = rg_my_slot();
+
+	return slot != NULL && pg_atomic_read_u32(&slot->linked) != 0;
+}
+
+/*
+ * rg_registry_unlink
+ *		Leave the registry if the waker has not already taken us out.  Safe to
+ *		call at any time, also from error and exit cleanup.
+ */
+void
+rg_registry_unlink(void)
+{
+	RgSlot	   *slot = rg_my_slot();
+
+	if (slot == NULL || pg_atomic_read_u32(&slot->linked) == 0)
+		return;
+
+	LWLockAcquire(rg_shared->lock, LW_EXCLUSIVE);
+	if (pg_atomic_read_u32(&slot->linked) != 0)
+	{
+		pg_atomic_write_u32(&slot->linked, 0);
+		pg_atomic_fetch_sub_u32(&rg_shared->nwaiters, 1);
+		/* min_target may now be too low; the next wake recomputes it. */
+	}
+	LWLockRelease(rg_shared->lock);
+}
+
+/* Number of backends registered right now (0 without the registry). */
+int
+rg_registry_waiters(void)
+{
+	if (rg_shared == NULL)
+		return 0;
+	return (int) pg_atomic_read_u32(&rg_shared->nwaiters);
+}
+
+/*
+ * rg_registry_attach_watcher
+ *		Announce the calling process as the replay watcher.  Returns false if
+ *		there is no registry or another watcher is attached.
+ */
+bool
+rg_registry_attach_watcher(void)
+{
+	bool		ok;
+
+	if (rg_shared == NULL)
+		return false;
+	if (rg_wake_list == NULL)
+		rg_wake_list = MemoryContextAlloc(TopMemoryContext,
+										  sizeof(int) * rg_shared->nslots);
+
+	LWLockAcquire(rg_shared->lock, LW_EXCLUSIVE);
+	ok = (rg_shared->watcher_latch == NULL);
+	if (ok)
+		rg_shared->watcher_latch = MyLatch;
+	LWLockRelease(rg_shared->lock);
+	return ok;
+}
+
+/*
+ * rg_registry_detach_watcher
+ *		The watcher is going away: wake everyone so that they fall back to
+ *		polling instead of sleeping until their timeout.
+ */
+void
+rg_registry_detach_watcher(void)
+{
+	bool		was_watcher;
+
+	if (rg_shared == NULL)
+		return;
+	LWLockAcquire(rg_shared->lock, LW_EXCLUSIVE);
+	was_watcher = (rg_shared->watcher_latch == MyLatch);
+	if (was_watcher)
+		rg_shared->watcher_latch = NULL;
+	LWLockRelease(rg_shared->lock);
+	if (was_watcher)
+		(void) rg_registry_wake(InvalidXLogRecPtr, true);
+}
+
+/*
+ * rg_registry_wake
+ *		Unlink and wake every waiter whose target is at or before "replayed",
+ *		or every waiter if "wake_all".  Returns the number woken.
+ *
+ * Called by the watcher on every replay advance, so the common case (no
+ * target reached yet) must stay lock-free.
+ */
+int
+rg_registry_wake(XLogRecPtr replayed, bool wake_all)
+{
+	XLogRecPtr	new_min = PG_UINT64_MAX;
+	int			nwake = 0;
+
+	if (rg_shared == NULL || pg_atomic_read_u32(&rg_shared->nwaiters) == 0)
+		return 0;
+
+	/*
+	 * Pairs with the barrier implied by the lock release in
+	 * rg_registry_link(): a waiter that linked after we read the replay
+	 * position re-checks that position itself.
+	 */
+	pg_memory_barrier();
+	if (!wake_all && pg_atomic_read_u64(&rg_shared->min_target) > replayed)
+		return 0;
+
+	LWLockAcquire(rg_shared->lock, LW_EXCLUSIVE);
+	for (int i = 0; i < rg_shared->nslots; i++)
+	{
+		RgSlot	   *slot = &rg_shared->slots[i];
+
+		if (pg_atomic_read_u32(&slot->linked) == 0)
+			continue;
+		if (wake_all || slot->target <= replayed)
+		{
+			pg_atomic_write_u32(&slot->linked, 0);
+			pg_atomic_fetch_sub_u32(&rg_shared->nwaiters, 1);
+			rg_wake_list[nwake++] = i;
+		}
+		else if (slot->target < new_min)
+			new_min = slot->target;
+	}
+	pg_atomic_write_u64(&rg_shared->min_target, new_min);
+	LWLockRelease(rg_shared->lock);
+
+	for (int i = 0; i < nwake; i++)
+		SetLatch(&GetPGProcByNumber(rg_wake_list[i])->procLatch);
+	return nwake;
+}

@@ -1,0 +1,85 @@
+/*-------------------------------------------------------------------------
+ *
+ * replica_gate.c
+ *		Module entry point: settings, and what loading the library sets up.
+ *
+ * Loaded through shared_preload_libraries, the library also creates the
+ * waiter registry in shared memory and starts the replay watcher, so that
+ * waiting backends sleep until their target is replayed.  Loaded on demand
+ * (the first call of one of its functions in a session), the gates work the
+ * same way but each waiting backend polls the replay position every
+ * replica_gate.poll_interval, and the SET form only works in sessions that
+ * loaded the library before the SET (see set_gate.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "fmgr.h"
+#include "miscadmin.h"
+
+#include "compat.h"
+#include "replica_gate.h"
+
+RG_MODULE_MAGIC;
+
+int			rg_default_timeout = 1000;
+int			rg_max_timeout = 60000;
+int			rg_poll_interval = 1;
+
+void		_PG_init(void);
+
+/*
+ * rg_define_settings
+ *		Define the numeric settings.
+ */
+static void
+rg_define_settings(void)
+{
+	DefineCustomIntVariable("replica_gate.default_timeout",
+							"Timeout of a gate called without one.",
+							"Used when timeout_ms is NULL and by SET replica_gate.require_lsn.",
+							&rg_default_timeout,
+							1000, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("replica_gate.max_timeout",
+							"Upper bound on the time any gate waits.",
+							"Longer timeouts asked for by clients are cut to this value.",
+							&rg_max_timeout,
+							60000, 0, INT_MAX,
+							PGC_SUSET,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("replica_gate.poll_interval",
+							"How often the replay position is polled where no wake-up signal exists.",
+							"Used by the replay watcher on PostgreSQL 13 to 15 (and where max_wal_senders = 0), and by each waiting backend when the library is not preloaded.",
+							&rg_poll_interval,
+							1, 1, 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+}
+
+/*
+ * _PG_init
+ *		Module load callback.
+ */
+void
+_PG_init(void)
+{
+	rg_define_settings();
+	rg_set_gate_init();
+	RG_RESERVE_GUC_PREFIX("replica_gate");
+
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+
+	rg_registry_install_hooks();
+	rg_worker_register();
+}

@@ -1,0 +1,53 @@
+/*-------------------------------------------------------------------------
+ *
+ * replica_gate.h
+ *		Declarations shared by the files of replica_gate: settings, the
+ *		waiter registry, the wait loop and the utility hook.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef REPLICA_GATE_H
+#define REPLICA_GATE_H
+
+#include "access/xlogdefs.h"
+
+/* Dedicated SQLSTATE for "this replica has not replayed the target in time". */
+#define ERRCODE_RG_REPLICA_BEHIND	MAKE_SQLSTATE('R','G','0','0','1')
+
+/* Settings (replica_gate.c). */
+extern int	rg_default_timeout;
+extern int	rg_max_timeout;
+extern int	rg_poll_interval;
+
+/* Waiter registry in shared memory (registry.c). */
+extern void rg_registry_install_hooks(void);
+extern bool rg_registry_link(XLogRecPtr target);
+extern bool rg_registry_is_linked(void);
+extern void rg_registry_unlink(void);
+extern int	rg_registry_waiters(void);
+extern bool rg_registry_attach_watcher(void);
+extern void rg_registry_detach_watcher(void);
+extern int	rg_registry_wake(XLogRecPtr replayed, bool wake_all);
+
+/* The replay watcher background worker (worker.c). */
+extern void rg_worker_register(void);
+
+/* Waiting for replay (wait.c). */
+typedef enum RgWaitResult
+{
+	RG_WAIT_REACHED,			/* target replayed (or written, on a primary) */
+	RG_WAIT_TIMEOUT,			/* timeout expired first */
+	RG_WAIT_NOT_IN_RECOVERY		/* recovery ended before the target */
+} RgWaitResult;
+
+extern int	rg_effective_timeout(bool isnull, int32 timeout_ms);
+extern void rg_check_xact_snapshot(const char *gate_name);
+extern RgWaitResult rg_wait_for_lsn(XLogRecPtr target, int timeout_ms,
+									XLogRecPtr *replayed);
+extern void rg_require_lsn(XLogRecPtr target, int timeout_ms);
+extern void rg_report_not_in_recovery(XLogRecPtr target, XLogRecPtr replayed);
+
+/* SET replica_gate.require_lsn (set_gate.c). */
+extern void rg_set_gate_init(void);
+
+#endif							/* REPLICA_GATE_H */

@@ -1,0 +1,149 @@
+/*-------------------------------------------------------------------------
+ *
+ * set_gate.c
+ *		The snapshot-free gate: SET [LOCAL] replica_gate.require_lsn = '<lsn>'
+ *		waits for replay of <lsn> before the SET completes.
+ *
+ * A function call always runs inside a statement that holds a snapshot, and
+ * on a standby a held snapshot can block the very replay the wait is for (a
+ * recovery conflict on a cleanup record).  SET is a utility statement that
+ * takes no snapshot, so a ProcessUtility hook can wait there.  As the first
+ * statement of a REPEATABLE READ transaction it also runs before the
+ * transaction snapshot is taken.  On timeout it raises the same error as
+ * require_lsn(), so the SET does not take effect; on success SHOW returns the
+ * LSN the session last gated on (until the value is reset or, with LOCAL,
+ * the transaction ends).
+ *
+ * The parameter can only be given a value by that SET statement: set_config(),
+ * ALTER ROLE/DATABASE SET, a function's SET clause, postgresql.conf and
+ * connection options are refused by the check hook, because none of them
+ * wait.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/parallel.h"
+#include "access/xact.h"
+#include "fmgr.h"
+#include "nodes/parsenodes.h"
+#include "utils/builtins.h"
+#include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
+
+#include "compat.h"
+#include "replica_gate.h"
+
+#define RG_GATE_GUC "replica_gate.require_lsn"
+
+static char *rg_require_lsn_guc = NULL;
+
+/* True only while our hook applies a SET it has waited for. */
+static bool rg_gate_passed = false;
+
+static ProcessUtility_hook_type rg_prev_utility_hook = NULL;
+
+/*
+ * rg_check_gate_guc
+ *		GUC check hook: only the empty value, or a value whose wait our
+ *		utility hook completed, may be set.
+ */
+static bool
+rg_check_gate_guc(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0')
+		return true;
+	/* A parallel worker copies the leader's settings. */
+	if (rg_gate_passed || InitializingParallelWorker)
+		return true;
+	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
+	GUC_check_errdetail("\"%s\" can only be set by a SET statement, which waits for the LSN to be replayed.",
+						RG_GATE_GUC);
+	return false;
+}
+
+/*
+ * rg_set_gate_wait
+ *		Validate the SET's value, check that no snapshot is held, and wait.
+ */
+static void
+rg_set_gate_wait(VariableSetStmt *stmt)
+{
+	char	   *value = ExtractSetVariableArgs(stmt);
+	XLogRecPtr	target;
+
+	if (value == NULL || value[0] == '\0')
+		return;
+	target = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(value)));
+
+	rg_check_xact_snapshot("SET " RG_GATE_GUC);
+
+	/*
+	 * No snapshot of ours may hold back replay while we wait.  A catalog
+	 * snapshot left from an earlier statement can go; anything else means we
+	 * are inside a function, procedure or open cursor.
+	 */
+	InvalidateCatalogSnapshot();
+	if (ActiveSnapshotSet() || TransactionIdIsValid(RG_MY_XMIN))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("SET %s cannot wait while this session holds a snapshot",
+						RG_GATE_GUC),
+				 errdetail("A snapshot held during the wait can block the replay being waited for."),
+				 errhint("Run the SET as a top-level statement, or call replica_gate.require_lsn() instead.")));
+
+	rg_require_lsn(target, rg_effective_timeout(true, 0));
+}
+
+/*
+ * rg_utility_hook
+ *		Intercept SET of replica_gate.require_lsn; pass everything else on.
+ */
+static void
+rg_utility_hook(RG_UTILITY_ARGS)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+
+	if (IsA(parsetree, VariableSetStmt) &&
+		((VariableSetStmt *) parsetree)->kind == VAR_SET_VALUE &&
+		pg_strcasecmp(((VariableSetStmt *) parsetree)->name, RG_GATE_GUC) == 0)
+	{
+		rg_set_gate_wait((VariableSetStmt *) parsetree);
+		rg_gate_passed = true;
+	}
+
+	PG_TRY();
+	{
+		if (rg_prev_utility_hook)
+			rg_prev_utility_hook(RG_UTILITY_PASS);
+		else
+			standard_ProcessUtility(RG_UTILITY_PASS);
+	}
+	PG_FINALLY();
+	{
+		rg_gate_passed = false;
+	}
+	PG_END_TRY();
+}
+
+/*
+ * rg_set_gate_init
+ *		Define the parameter and install the hook; called from _PG_init.
+ */
+void
+rg_set_gate_init(void)
+{
+	DefineCustomStringVariable(RG_GATE_GUC,
+							   "Waits for replay of this LSN when SET; shows the LSN last gated on.",
+							   "SET [LOCAL] replica_gate.require_lsn = '<lsn>' waits without holding a snapshot, up to replica_gate.default_timeout.",
+							   &rg_require_lsn_guc,
+							   "",
+							   PGC_USERSET,
+							   GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
+							   rg_check_gate_guc,
+							   NULL,
+							   NULL);
+
+	rg_prev_utility_hook = ProcessUtility_hook;
+	ProcessUtility_hook = rg_utility_hook;
+}

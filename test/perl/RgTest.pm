@@ -1,0 +1,91 @@
+# RgTest.pm
+#	Helpers shared by replica_gate's TAP tests: a real primary with a
+#	streaming standby, and SQL run in the background the way an
+#	application session would run it.
+
+package RgTest;
+
+use strict;
+use warnings;
+
+use Exporter 'import';
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+use Time::HiRes qw(gettimeofday tv_interval);
+
+our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of);
+
+# rg_primary_standby(%opts)
+#	Start a primary (with replica_gate created) and a hot standby streaming
+#	from it.  preload => 0 leaves shared_preload_libraries empty;
+#	primary_conf / standby_conf are appended to postgresql.conf.
+sub rg_primary_standby
+{
+	my %opts = @_;
+	my $preload = $opts{preload} // 1;
+	my $common = "max_connections = 250\n";
+	$common .= "shared_preload_libraries = 'replica_gate'\n" if $preload;
+
+	my $primary = PostgreSQL::Test::Cluster->new($opts{name} // 'primary');
+	$primary->init(allows_streaming => 1);
+	$primary->append_conf('postgresql.conf',
+		$common . ($opts{primary_conf} // ''));
+	$primary->start;
+	$primary->safe_psql('postgres', 'CREATE EXTENSION replica_gate');
+	$primary->backup('base');
+
+	my $standby = PostgreSQL::Test::Cluster->new(
+		($opts{name} // 'primary') . '_standby');
+	$standby->init_from_backup($primary, 'base', has_streaming => 1);
+	$standby->append_conf('postgresql.conf', $opts{standby_conf} // '');
+	$standby->start;
+	$primary->wait_for_catchup($standby->name, 'replay');
+	return ($primary, $standby);
+}
+
+# rg_bg_start($node, $sql, $appname)
+#	Run $sql (one query string, one round trip) in its own session with
+#	psql, in the background.  Returns a handle for rg_bg_finish.
+sub rg_bg_start
+{
+	my ($node, $sql, $appname) = @_;
+	my $h = { stdout => '', stderr => '', start => [gettimeofday] };
+	$h->{run} = IPC::Run::start(
+		[
+			'psql', '-XAtq', '-v', 'VERBOSITY=verbose',
+			'-d', $node->connstr('postgres') . " application_name=$appname",
+			'-c', $sql
+		],
+		'<', \undef, '>', \$h->{stdout}, '2>', \$h->{stderr},
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	return $h;
+}
+
+# rg_bg_finish($h)
+#	Wait for a background session; sets rc, stdout, stderr and elapsed (s).
+sub rg_bg_finish
+{
+	my ($h) = @_;
+	$h->{run}->finish;
+	$h->{rc} = $h->{run}->result(0);
+	$h->{elapsed} = tv_interval($h->{start});
+	chomp $h->{stdout};
+	return $h;
+}
+
+# rg_pid_of($node, $appname)
+#	Wait until the session named $appname sleeps in a gate; return its pid.
+sub rg_pid_of
+{
+	my ($node, $appname) = @_;
+	$node->poll_query_until('postgres',
+		"SELECT count(*) = 1 FROM pg_stat_activity
+		 WHERE application_name = '$appname' AND wait_event_type = 'Extension'")
+	  or die "session $appname never started waiting";
+	return $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE application_name = '$appname'");
+}
+
+1;

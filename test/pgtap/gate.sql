@@ -1,0 +1,108 @@
+-- pgTAP: the SQL contract of replica_gate (signatures, privileges, setting
+-- defaults, every error a caller can get on a primary).  Run with pg_prove in
+-- a database with the pgtap and replica_gate extensions.
+\set ON_ERROR_STOP 1
+\pset format unaligned
+\pset tuples_only true
+\pset pager off
+
+SELECT plan(48);
+
+-- Signatures.
+SELECT has_schema('replica_gate');
+SELECT has_function('replica_gate', 'caught_up', ARRAY['pg_lsn']);
+SELECT has_function('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer']);
+SELECT has_function('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer']);
+SELECT has_function('replica_gate', 'waiters', ARRAY[]::text[]);
+SELECT function_returns('replica_gate', 'caught_up', ARRAY['pg_lsn'], 'boolean');
+SELECT function_returns('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer'], 'boolean');
+SELECT function_returns('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer'], 'void');
+SELECT function_returns('replica_gate', 'waiters', ARRAY[]::text[], 'integer');
+SELECT volatility_is('replica_gate', 'caught_up', ARRAY['pg_lsn'], 'volatile');
+SELECT volatility_is('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer'], 'volatile');
+SELECT volatility_is('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer'], 'volatile');
+SELECT isnt_strict('replica_gate', 'caught_up', ARRAY['pg_lsn'],
+	'caught_up is not strict: a NULL target means nothing to wait for');
+SELECT isnt_strict('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer']);
+SELECT is((SELECT pg_get_function_arguments('replica_gate.wait_for_lsn(pg_lsn, integer)'::regprocedure)),
+	'target pg_lsn, timeout_ms integer DEFAULT NULL::integer', 'wait_for_lsn arguments and default');
+SELECT is((SELECT pg_get_function_arguments('replica_gate.require_lsn(pg_lsn, integer)'::regprocedure)),
+	'target pg_lsn, timeout_ms integer DEFAULT NULL::integer', 'require_lsn arguments and default');
+
+-- Privileges: the gates are for everyone.
+SELECT schema_privs_are('replica_gate', 'public', ARRAY['USAGE']);
+SELECT function_privs_are('replica_gate', 'caught_up', ARRAY['pg_lsn'], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer'], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer'], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'waiters', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
+
+-- Settings and their defaults.
+SELECT is(current_setting('replica_gate.default_timeout'), '1s', 'default_timeout defaults to 1s');
+SELECT is(current_setting('replica_gate.max_timeout'), '1min', 'max_timeout defaults to 1min');
+SELECT is(current_setting('replica_gate.poll_interval'), '1ms', 'poll_interval defaults to 1ms');
+SELECT is(current_setting('replica_gate.require_lsn'), '', 'require_lsn starts empty');
+SELECT results_eq(
+	$$SELECT name, context, coalesce(unit, '') FROM pg_settings WHERE name LIKE 'replica_gate.%' ORDER BY name$$,
+	$$VALUES ('replica_gate.default_timeout', 'user', 'ms'),
+	         ('replica_gate.max_timeout', 'superuser', 'ms'),
+	         ('replica_gate.poll_interval', 'sighup', 'ms'),
+	         ('replica_gate.require_lsn', 'user', '')$$,
+	'settings: contexts and units');
+
+-- Errors.
+SELECT throws_ok($$SELECT replica_gate.wait_for_lsn('0/1', -1)$$,
+	'22023', 'timeout cannot be negative', 'negative timeout');
+SELECT throws_ok($$SELECT replica_gate.require_lsn(NULL, -1)$$,
+	'22023', 'timeout cannot be negative', 'negative timeout with NULL target');
+SELECT throws_like($$SELECT replica_gate.caught_up('FFFFFFFF/0')$$,
+	'target LSN FFFFFFFF/0 is beyond the WAL insert position %/% of this server',
+	'target beyond the primary''s WAL');
+SELECT throws_ok($$SELECT replica_gate.caught_up('FFFFFFFF/0')$$, '22023');
+SELECT throws_ok($$SELECT replica_gate.caught_up('junk')$$,
+	'22P02', 'invalid input syntax for type pg_lsn: "junk"', 'malformed LSN');
+SELECT throws_ok($$SET replica_gate.require_lsn = 'junk'$$,
+	'22P02', 'invalid input syntax for type pg_lsn: "junk"', 'malformed LSN in the SET form');
+SELECT throws_ok($$SELECT set_config('replica_gate.require_lsn', '0/1', false)$$,
+	'55P02', 'invalid value for parameter "replica_gate.require_lsn": "0/1"',
+	'set_config cannot skip the wait');
+SELECT throws_ok($$SET replica_gate.require_lsn = '0/1'$$,
+	'0A000', 'SET replica_gate.require_lsn cannot wait while this session holds a snapshot',
+	'the SET form refuses to run inside a function');
+SELECT throws_ok($$SET replica_gate.max_timeout = -1$$, '22023',
+	NULL, 'max_timeout cannot be negative');
+SELECT throws_ok($$SET replica_gate.poll_interval = 0$$, '55P02',
+	NULL, 'poll_interval is set in postgresql.conf');
+
+CREATE ROLE rg_tap_plain;
+SET ROLE rg_tap_plain;
+SELECT throws_ok($$SET replica_gate.max_timeout = 10$$, '42501',
+	'permission denied to set parameter "replica_gate.max_timeout"',
+	'max_timeout is for superusers');
+SELECT lives_ok($$SET replica_gate.default_timeout = 10$$, 'default_timeout is for everyone');
+SELECT is(replica_gate.caught_up(pg_current_wal_insert_lsn()), true, 'a plain role can gate');
+SELECT lives_ok($$SELECT replica_gate.require_lsn('0/1', 10)$$, 'and require');
+RESET ROLE;
+DROP ROLE rg_tap_plain;
+
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT throws_ok($$SELECT replica_gate.caught_up('0/1')$$, '25001',
+	'replica_gate.caught_up cannot be used after the transaction snapshot was taken',
+	'REPEATABLE READ: caught_up after the snapshot');
+SELECT throws_ok($$SELECT replica_gate.wait_for_lsn('0/1', 0)$$, '25001',
+	'replica_gate.wait_for_lsn cannot be used after the transaction snapshot was taken',
+	'REPEATABLE READ: wait_for_lsn after the snapshot');
+SELECT throws_ok($$SELECT replica_gate.require_lsn('0/1', 0)$$, '25001',
+	'replica_gate.require_lsn cannot be used after the transaction snapshot was taken',
+	'REPEATABLE READ: require_lsn after the snapshot');
+SELECT throws_ok($$SET LOCAL replica_gate.require_lsn = '0/1'$$, '25001',
+	'SET replica_gate.require_lsn cannot be used after the transaction snapshot was taken',
+	'REPEATABLE READ: the SET form after the snapshot');
+SELECT is(replica_gate.caught_up(NULL), true, 'REPEATABLE READ: a NULL target still passes');
+COMMIT;
+
+-- Results on a primary.
+SELECT is(replica_gate.wait_for_lsn(pg_current_wal_insert_lsn(), 0), true, 'primary: written LSN is caught up');
+SELECT is(replica_gate.wait_for_lsn(NULL, NULL), true, 'NULL target passes');
+SELECT is(replica_gate.waiters(), 0, 'nobody waits on a primary');
+
+SELECT * FROM finish();

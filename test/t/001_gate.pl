@@ -1,0 +1,240 @@
+# Gating reads on a real streaming standby: apply delay, timeouts, paused
+# replay, cancellation, statement_timeout, many concurrent waiters, and the
+# REPEATABLE READ rules.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RgTest;
+use Test::More;
+use Time::HiRes qw(gettimeofday tv_interval);
+
+my ($primary, $standby) = rg_primary_standby();
+
+$primary->safe_psql('postgres',
+	'CREATE TABLE t (id int PRIMARY KEY, v text); INSERT INTO t VALUES (1, \'old\')');
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# Set recovery_min_apply_delay on the standby.
+sub set_delay
+{
+	my ($delay) = @_;
+	$standby->append_conf('postgresql.conf', "recovery_min_apply_delay = '$delay'");
+	$standby->reload;
+}
+
+# Write on the primary, return the LSN after the commit.
+sub write_value
+{
+	my ($v) = @_;
+	return $primary->safe_psql('postgres',
+		"UPDATE t SET v = '$v' WHERE id = 1; SELECT pg_current_wal_lsn()");
+}
+
+# The watcher is running on the standby.
+is( $standby->safe_psql('postgres',
+		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'replica_gate replay watcher'"),
+	'1',
+	'replay watcher runs on the standby');
+
+# --- apply delay: a stale read next to a gated one -------------------------
+set_delay('3s');
+my $lsn = write_value('new');
+is($standby->safe_psql('postgres', "SELECT replica_gate.caught_up('$lsn')"),
+	'f', 'caught_up is false while the commit is delayed');
+is($standby->safe_psql('postgres', 'SELECT v FROM t WHERE id = 1'),
+	'old', 'an ungated read right after the write is stale');
+
+my $t0 = [gettimeofday];
+my $gated = $standby->safe_psql('postgres',
+	"SELECT replica_gate.require_lsn('$lsn', 10000); SELECT v FROM t WHERE id = 1");
+my $waited = tv_interval($t0);
+is($gated, "\nnew", 'gate and read in one query string see the write');
+cmp_ok($waited, '>=', 1.0, "the gate waited for the delayed commit (${waited}s)");
+is($standby->safe_psql('postgres', "SELECT replica_gate.caught_up('$lsn')"),
+	't', 'caught_up is true after replay');
+
+# wait_for_lsn in its own statement, then the read.
+$lsn = write_value('newer');
+is( $standby->safe_psql('postgres',
+		"SELECT replica_gate.wait_for_lsn('$lsn', 10000); SELECT v FROM t WHERE id = 1"),
+	"t\nnewer",
+	'wait_for_lsn returns true, the next statement sees the write');
+
+# The SET form as the first statement of a REPEATABLE READ transaction.
+$lsn = write_value('rr');
+is( $standby->safe_psql(
+		'postgres', qq{
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SET LOCAL replica_gate.default_timeout = 10000;
+SET LOCAL replica_gate.require_lsn = '$lsn';
+SHOW replica_gate.require_lsn;
+SELECT v FROM t WHERE id = 1;
+COMMIT;
+SHOW replica_gate.require_lsn;}),
+	"$lsn\nrr\n",
+	'SET LOCAL gate opens a REPEATABLE READ transaction that sees the write; the value ends with it');
+set_delay('0');
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# --- timeouts ----------------------------------------------------------------
+$t0 = [gettimeofday];
+is( $standby->safe_psql('postgres',
+		"SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 200)"),
+	'f', 'unreachable target: wait_for_lsn returns false');
+$waited = tv_interval($t0);
+cmp_ok($waited, '>=', 0.2, "it waited its timeout (${waited}s)");
+
+is($standby->safe_psql('postgres', "SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 0)"),
+	'f', 'timeout 0 checks once');
+
+my ($ret, $out, $err) = $standby->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT replica_gate.require_lsn('FFFFFFFF/0', 100); SELECT 'read ran'");
+isnt($ret, 0, 'require_lsn fails on timeout');
+unlike($out, qr/read ran/, 'the read after a failed gate in the same query string did not run');
+like($err, qr/ERROR:  RG001: replica has not replayed LSN FFFFFFFF\/0 within 100 ms/,
+	'require_lsn raises RG001 naming the target');
+like($err, qr/DETAIL:  The last replayed LSN is [0-9A-F]+\/[0-9A-F]+\./,
+	'and the replay position');
+
+($ret, $out, $err) = $standby->psql('postgres',
+	"SET replica_gate.default_timeout = 100; SET replica_gate.require_lsn = 'FFFFFFFF/0'");
+like($err, qr/replica has not replayed LSN FFFFFFFF\/0 within 100 ms/,
+	'SET form raises the same error on timeout');
+is($standby->safe_psql('postgres', "SHOW replica_gate.require_lsn"),
+	'', 'a failed SET leaves the value unset');
+
+$t0 = [gettimeofday];
+is( $standby->safe_psql('postgres',
+		"SET replica_gate.max_timeout = 300; SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 100000)"),
+	'f', 'a huge timeout is capped by max_timeout');
+$waited = tv_interval($t0);
+cmp_ok($waited, '<', 30, "capped wait ended early (${waited}s)");
+
+# --- paused replay -----------------------------------------------------------
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+$lsn = write_value('paused');
+$primary->wait_for_catchup($standby->name, 'write');
+
+$t0 = [gettimeofday];
+is($standby->safe_psql('postgres', "SELECT replica_gate.wait_for_lsn('$lsn', 300)"),
+	'f', 'paused replay: wait ends at its timeout');
+$waited = tv_interval($t0);
+cmp_ok($waited, '<', 30, "paused replay did not stretch the wait (${waited}s)");
+
+my $w = rg_bg_start($standby,
+	"SELECT replica_gate.wait_for_lsn('$lsn', 60000); SELECT v FROM t WHERE id = 1",
+	'paused_waiter');
+my $pid = rg_pid_of($standby, 'paused_waiter');
+my $event = $standby->safe_psql('postgres',
+	"SELECT wait_event_type || ':' || wait_event FROM pg_stat_activity WHERE pid = $pid");
+like($event, qr/^Extension:(Extension|ReplicaGateWaitReplay)$/,
+	"pg_stat_activity shows the wait ($event)");
+is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
+	'1', 'one backend registered');
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+rg_bg_finish($w);
+is($w->{stdout}, "t\npaused", 'waiter across pause/resume wakes and sees the write');
+is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
+	'0', 'no waiter left registered');
+
+# --- 200 concurrent waiters ---------------------------------------------------
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+$lsn = write_value('crowd');
+my $script = $standby->basedir . '/crowd.sql';
+PostgreSQL::Test::Utils::append_to_file($script,
+	"SELECT replica_gate.require_lsn('$lsn', 60000);\n");
+my ($pb_out, $pb_err) = ('', '');
+my $pgbench = IPC::Run::start(
+	[
+		'pgbench', '-n', '-c', '200', '-j', '2', '-t', '1', '-f', $script,
+		'-h', $standby->host, '-p', $standby->port, 'postgres'
+	],
+	'>', \$pb_out, '2>', \$pb_err,
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+ok( $standby->poll_query_until('postgres', 'SELECT replica_gate.waiters() = 200'),
+	'200 backends wait');
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+$pgbench->finish;
+is($pgbench->result(0), 0, 'pgbench with 200 waiters succeeded');
+like($pb_out, qr/number of transactions actually processed: 200\/200/,
+	'all 200 waiters returned');
+is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
+	'0', 'none left registered');
+
+# --- cancel, terminate, statement_timeout -------------------------------------
+$w = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 60000)",
+	'cancelled');
+$pid = rg_pid_of($standby, 'cancelled');
+$standby->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
+rg_bg_finish($w);
+like($w->{stderr}, qr/57014: canceling statement due to user request/,
+	'pg_cancel_backend ends a wait');
+is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
+	'0', 'a cancelled waiter leaves nothing behind');
+
+$w = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 60000)",
+	'terminated');
+$pid = rg_pid_of($standby, 'terminated');
+$standby->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
+rg_bg_finish($w);
+like($w->{stderr}, qr/terminating connection due to administrator command/,
+	'pg_terminate_backend ends a wait');
+ok($standby->poll_query_until('postgres', 'SELECT replica_gate.waiters() = 0'),
+	'a terminated waiter leaves nothing behind');
+
+$w = rg_bg_start($standby,
+	"SET statement_timeout = 300; SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 60000)",
+	'stmt_timeout');
+rg_bg_finish($w);
+like($w->{stderr}, qr/57014: canceling statement due to statement timeout/,
+	'statement_timeout ends a wait');
+cmp_ok($w->{elapsed}, '<', 30, "well before the gate's own timeout ($w->{elapsed}s)");
+
+# A new waiter still wakes normally after all that.
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+$lsn = write_value('after');
+$w = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('$lsn', 60000)", 'after');
+rg_pid_of($standby, 'after');
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+rg_bg_finish($w);
+is($w->{stdout}, 't', 'later waiters are still woken');
+
+# --- REPEATABLE READ ------------------------------------------------------------
+($ret, $out, $err) = $standby->psql('postgres', qq{
+\\set VERBOSITY verbose
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT 1;
+SELECT replica_gate.wait_for_lsn('$lsn', 100);});
+like($err,
+	qr/25001: replica_gate.wait_for_lsn cannot be used after the transaction snapshot was taken/,
+	'REPEATABLE READ: a gate after the snapshot was taken is refused');
+
+($ret, $out, $err) = $standby->psql('postgres', qq{
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT replica_gate.caught_up('$lsn');});
+like($err, qr/cannot be used after the transaction snapshot was taken/,
+	'so is caught_up, whose statement fixes the snapshot');
+
+($ret, $out, $err) = $standby->psql('postgres', qq{
+BEGIN ISOLATION LEVEL REPEATABLE READ;
+SELECT 1;
+SET LOCAL replica_gate.require_lsn = '$lsn';});
+like($err, qr/SET replica_gate.require_lsn cannot be used after the transaction snapshot was taken/,
+	'and so is the SET form after the first statement');
+
+($ret, $out, $err) = $standby->psql('postgres', qq{
+BEGIN;
+DECLARE c CURSOR FOR SELECT 1;
+SET replica_gate.require_lsn = '$lsn';});
+like($err, qr/cannot wait while this session holds a snapshot/,
+	'the SET form refuses to wait while an open cursor keeps a snapshot');
+
+$primary->stop;
+$standby->stop;
+done_testing();
