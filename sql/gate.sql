@@ -109,7 +109,9 @@ SHOW replica_gate.require_lsn;
 SHOW replica_gate.default_timeout;
 SHOW replica_gate.max_timeout;
 SHOW replica_gate.poll_interval;
+\set VERBOSITY sqlstate
 SET replica_gate.default_timeout = -1;
+\set VERBOSITY default
 SET replica_gate.default_timeout = '2s';
 SHOW replica_gate.default_timeout;
 RESET replica_gate.default_timeout;

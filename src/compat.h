@@ -52,6 +52,8 @@
 #if PG_VERSION_NUM >= 150000
 #define RG_MAX_BACKENDS() MaxBackends
 #else
+#include "postmaster/autovacuum.h"
+#include "replication/walsender.h"
 #define RG_MAX_BACKENDS() \
 	(MaxConnections + autovacuum_max_workers + 1 + \
 	 max_worker_processes + max_wal_senders)

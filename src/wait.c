@@ -142,8 +142,8 @@ rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
 				break;
 			}
 
-			remaining = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
-														deadline);
+			/* in ms, rounded up so that we never spin on a 0 ms sleep */
+			remaining = (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
 			if (remaining <= 0)
 			{
 				result = RG_WAIT_TIMEOUT;

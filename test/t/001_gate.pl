@@ -196,6 +196,21 @@ like($w->{stderr}, qr/57014: canceling statement due to statement timeout/,
 	'statement_timeout ends a wait');
 cmp_ok($w->{elapsed}, '<', 30, "well before the gate's own timeout ($w->{elapsed}s)");
 
+# An error caught by a subtransaction (plpgsql EXCEPTION block) unlinks too,
+# and the same session can wait again.
+is( $standby->safe_psql(
+		'postgres', q{
+SET statement_timeout = 200;
+DO $$ BEGIN
+	PERFORM replica_gate.wait_for_lsn('FFFFFFFF/0', 60000);
+EXCEPTION WHEN query_canceled THEN NULL;
+END $$;
+RESET statement_timeout;
+SELECT replica_gate.waiters();
+SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 50);}),
+	"0\nf",
+	'a wait aborted inside a subtransaction leaves nothing behind');
+
 # A new waiter still wakes normally after all that.
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
 $lsn = write_value('after');
@@ -204,6 +219,22 @@ rg_pid_of($standby, 'after');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 rg_bg_finish($w);
 is($w->{stdout}, 't', 'later waiters are still woken');
+
+# --- READ COMMITTED transaction: the SET form mid-transaction waits ----------------
+set_delay('1s');
+$lsn = write_value('rc');
+is( $standby->safe_psql(
+		'postgres', qq{
+BEGIN;
+SELECT 1;
+SET LOCAL replica_gate.default_timeout = 10000;
+SET LOCAL replica_gate.require_lsn = '$lsn';
+SELECT v FROM t WHERE id = 1;
+COMMIT;}),
+	"1\nrc",
+	'READ COMMITTED: SET LOCAL after earlier statements waits and the next read sees the write');
+set_delay('0');
+$primary->wait_for_catchup($standby->name, 'replay');
 
 # --- REPEATABLE READ ------------------------------------------------------------
 ($ret, $out, $err) = $standby->psql('postgres', qq{
