@@ -11,6 +11,7 @@ OBJS = \
 	src/registry.o \
 	src/replica_gate.o \
 	src/set_gate.o \
+	src/token.o \
 	src/wait.o \
 	src/worker.o
 
@@ -26,7 +27,8 @@ REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 TAP_TESTS = 1
 PROVE_TESTS = test/t/*.pl
 
-PG_CPPFLAGS = -I$(srcdir)/src
+EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
+PG_CPPFLAGS = -I$(srcdir)/src -DRG_VERSION='"$(EXTVERSION)"'
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

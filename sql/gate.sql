@@ -39,7 +39,8 @@ SELECT replica_gate.wait_for_lsn(NULL);
 SELECT replica_gate.wait_for_lsn(NULL, 0);
 SELECT replica_gate.require_lsn(NULL, NULL);
 
--- Timeouts: NULL means the default, huge values are capped, negative are errors.
+-- Timeouts: NULL means the default, negative are errors.  (The cap by
+-- max_timeout only shows on a standby, where gates wait: see test/t.)
 SELECT replica_gate.wait_for_lsn('0/1', NULL);
 SELECT replica_gate.wait_for_lsn('0/1', 2147483647);
 SELECT pg_temp.err($$SELECT replica_gate.wait_for_lsn('0/1', -1)$$);
@@ -103,6 +104,11 @@ BEGIN;
 DECLARE c CURSOR FOR SELECT 1;
 SET replica_gate.require_lsn = '0/1';
 ROLLBACK;
+-- not after other statements of the transaction, whose locks stay held
+BEGIN;
+SELECT 1;
+SET LOCAL replica_gate.require_lsn = '0/1';
+ROLLBACK;
 SHOW replica_gate.require_lsn;
 
 -- Settings.
@@ -116,13 +122,13 @@ SET replica_gate.default_timeout = '2s';
 SHOW replica_gate.default_timeout;
 RESET replica_gate.default_timeout;
 SET replica_gate.poll_interval = 5;
-CREATE ROLE rg_plain;
-SET ROLE rg_plain;
+CREATE ROLE regress_rg_plain;
+SET ROLE regress_rg_plain;
 SET replica_gate.max_timeout = 10;
 SET replica_gate.default_timeout = 10;
 SELECT replica_gate.caught_up('0/1'), replica_gate.waiters();
 RESET ROLE;
-DROP ROLE rg_plain;
+DROP ROLE regress_rg_plain;
 
 -- Nobody is waiting on this node.
 SELECT replica_gate.waiters();

@@ -37,3 +37,19 @@ LANGUAGE C VOLATILE PARALLEL SAFE;
 
 COMMENT ON FUNCTION waiters() IS
 'number of backends sleeping in a gate on this server (always 0 without shared_preload_libraries)';
+
+CREATE FUNCTION last_commit_lsn()
+RETURNS pg_lsn
+AS 'MODULE_PATHNAME', 'rg_last_commit_lsn'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION last_commit_lsn() IS
+'end of the commit record of this session''s last write transaction (the write token); NULL before the first';
+
+CREATE FUNCTION seen_lsn()
+RETURNS pg_lsn
+AS 'MODULE_PATHNAME', 'rg_seen_lsn'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION seen_lsn() IS
+'an LSN covering everything this session''s reads on this node could have seen (the read token, for monotonic reads)';

@@ -104,9 +104,9 @@
 #define RG_HAVE_REPLAY_CV 1
 #endif
 
-/* 18 records the library's name and version in its magic block. */
+/* 18 records the library's name and version (from the Makefile) in its magic block. */
 #if PG_VERSION_NUM >= 180000
-#define RG_MODULE_MAGIC PG_MODULE_MAGIC_EXT(.name = "replica_gate", .version = "0.1.0")
+#define RG_MODULE_MAGIC PG_MODULE_MAGIC_EXT(.name = "replica_gate", .version = RG_VERSION)
 #else
 #define RG_MODULE_MAGIC PG_MODULE_MAGIC
 #endif

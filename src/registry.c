@@ -285,11 +285,11 @@ rg_registry_wake(XLogRecPtr replayed, bool wake_all)
 		return 0;
 
 	/*
-	 * Pairs with the barrier implied by the lock release in
-	 * rg_registry_link(): a waiter that linked after we read the replay
-	 * position re-checks that position itself.
+	 * No wake-up is lost between a waiter linking and our reading of the
+	 * replay position: the waiter re-reads that position after linking, and
+	 * both reads go through the info_lck spinlock, so either it sees the
+	 * position we saw or we see its link (made under our lock) next time.
 	 */
-	pg_memory_barrier();
 	if (!wake_all && pg_atomic_read_u64(&rg_shared->min_target) > replayed)
 		return 0;
 

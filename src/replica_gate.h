@@ -47,6 +47,9 @@ extern RgWaitResult rg_wait_for_lsn(XLogRecPtr target, int timeout_ms,
 extern void rg_require_lsn(XLogRecPtr target, int timeout_ms);
 extern void rg_report_not_in_recovery(XLogRecPtr target, XLogRecPtr replayed);
 
+/* Write and read tokens (token.c). */
+extern void rg_token_init(void);
+
 /* SET replica_gate.require_lsn (set_gate.c). */
 extern void rg_set_gate_init(void);
 

@@ -9,7 +9,9 @@
  * recovery conflict on a cleanup record).  SET is a utility statement that
  * takes no snapshot, so a ProcessUtility hook can wait there.  As the first
  * statement of a REPEATABLE READ transaction it also runs before the
- * transaction snapshot is taken.  On timeout it raises the same error as
+ * transaction snapshot is taken.  It must be the first statement of its
+ * transaction: earlier statements hold locks, and possibly the transaction
+ * snapshot, that replay can conflict with.  On timeout it raises the same error as
  * require_lsn(), so the SET does not take effect; on success SHOW returns the
  * LSN the session last gated on (until the value is reset or, with LOCAL,
  * the transaction ends).
@@ -57,14 +59,16 @@ rg_check_gate_guc(char **newval, void **extra, GucSource source)
 	if (rg_gate_passed || InitializingParallelWorker)
 		return true;
 	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
-	GUC_check_errdetail("\"%s\" can only be set by a SET statement, which waits for the LSN to be replayed.",
-						RG_GATE_GUC);
+	GUC_check_errmsg("parameter \"%s\" can only be set by a SET statement",
+					 RG_GATE_GUC);
+	GUC_check_errdetail("Only a SET statement waits for the LSN to be replayed.");
 	return false;
 }
 
 /*
  * rg_set_gate_wait
- *		Validate the SET's value, check that no snapshot is held, and wait.
+ *		Validate the SET's value, check that nothing of ours can hold back
+ *		replay, and wait.
  */
 static void
 rg_set_gate_wait(VariableSetStmt *stmt)
@@ -76,42 +80,69 @@ rg_set_gate_wait(VariableSetStmt *stmt)
 		return;
 	target = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(value)));
 
-	rg_check_xact_snapshot("SET " RG_GATE_GUC);
+	/* Inside a function, procedure or DO block: its snapshot stays held. */
+	if (ActiveSnapshotSet())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("SET %s cannot wait inside a function, procedure or DO block",
+						RG_GATE_GUC),
+				 errdetail("The snapshot held there can block the replay being waited for."),
+				 errhint("Run the SET as a top-level statement, or call replica_gate.require_lsn() instead.")));
 
 	/*
-	 * No snapshot of ours may hold back replay while we wait.  A catalog
-	 * snapshot left from an earlier statement can go; anything else means we
-	 * are inside a function, procedure or open cursor.
+	 * After earlier statements of the transaction, their locks (and, in
+	 * REPEATABLE READ, the transaction snapshot, which could never see the
+	 * write) are still held: replay of a conflicting record would wait for
+	 * us while we wait for it.
+	 */
+	if (FirstSnapshotSet)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("SET %s must be the first statement of its transaction",
+						RG_GATE_GUC),
+				 errdetail("Earlier statements of the transaction hold locks or a snapshot that can block the replay being waited for."),
+				 errhint("Run the SET before any query of the transaction, or outside a transaction block.")));
+
+	/*
+	 * A catalog snapshot left by an earlier statement can go; anything that
+	 * still holds back our xmin (an open cursor, say) cannot.
 	 */
 	InvalidateCatalogSnapshot();
-	if (ActiveSnapshotSet() || TransactionIdIsValid(RG_MY_XMIN))
+	if (TransactionIdIsValid(RG_MY_XMIN))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("SET %s cannot wait while this session holds a snapshot",
 						RG_GATE_GUC),
-				 errdetail("A snapshot held during the wait can block the replay being waited for."),
-				 errhint("Run the SET as a top-level statement, or call replica_gate.require_lsn() instead.")));
+				 errdetail("A snapshot held during the wait can block the replay being waited for.")));
 
 	rg_require_lsn(target, rg_effective_timeout(true, 0));
 }
 
 /*
  * rg_utility_hook
- *		Intercept SET of replica_gate.require_lsn; pass everything else on.
+ *		Make SET replica_gate.require_lsn wait; pass everything on.
  */
 static void
 rg_utility_hook(RG_UTILITY_ARGS)
 {
 	Node	   *parsetree = pstmt->utilityStmt;
+	bool		save_passed = rg_gate_passed;
 
-	if (IsA(parsetree, VariableSetStmt) &&
-		((VariableSetStmt *) parsetree)->kind == VAR_SET_VALUE &&
-		pg_strcasecmp(((VariableSetStmt *) parsetree)->name, RG_GATE_GUC) == 0)
+	if (!(IsA(parsetree, VariableSetStmt) &&
+		  ((VariableSetStmt *) parsetree)->kind == VAR_SET_VALUE &&
+		  pg_strcasecmp(((VariableSetStmt *) parsetree)->name, RG_GATE_GUC) == 0))
 	{
-		rg_set_gate_wait((VariableSetStmt *) parsetree);
-		rg_gate_passed = true;
+		if (rg_prev_utility_hook)
+			rg_prev_utility_hook(RG_UTILITY_PASS);
+		else
+			standard_ProcessUtility(RG_UTILITY_PASS);
+		return;
 	}
 
+	rg_set_gate_wait((VariableSetStmt *) parsetree);
+
+	/* The wait passed: let the check hook accept the value. */
+	rg_gate_passed = true;
 	PG_TRY();
 	{
 		if (rg_prev_utility_hook)
@@ -121,7 +152,7 @@ rg_utility_hook(RG_UTILITY_ARGS)
 	}
 	PG_FINALLY();
 	{
-		rg_gate_passed = false;
+		rg_gate_passed = save_passed;
 	}
 	PG_END_TRY();
 }

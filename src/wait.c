@@ -34,7 +34,7 @@ rg_effective_timeout(bool isnull, int32 timeout_ms)
 	if (timeout < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("timeout cannot be negative")));
+				 errmsg("\"timeout_ms\" must not be negative")));
 	return Min(timeout, rg_max_timeout);
 }
 
@@ -50,7 +50,7 @@ rg_check_xact_snapshot(const char *gate_name)
 	if (IsolationUsesXactSnapshot() && FirstSnapshotSet)
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("%s cannot be used after the transaction snapshot was taken",
+				 errmsg("%s() cannot be used after the transaction snapshot was taken",
 						gate_name),
 				 errdetail("A REPEATABLE READ or SERIALIZABLE transaction reads from the snapshot of its first statement, which cannot see data replayed later."),
 				 errhint("Gate before BEGIN, or make SET LOCAL replica_gate.require_lsn = '...' the first statement of the transaction.")));
@@ -78,7 +78,7 @@ rg_wait_on_primary(XLogRecPtr target, XLogRecPtr *replayed)
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("target LSN " RG_LSN_FMT " is beyond the WAL insert position " RG_LSN_FMT " of this server",
 						RG_LSN_ARGS(target), RG_LSN_ARGS(insert)),
-				 errdetail("This server is not in recovery, so the target cannot be an LSN it has written."),
+				 errdetail("This server is not in recovery, and it has written WAL only up to its insert position."),
 				 errhint("Use a token taken from this server, or gate on a standby of it.")));
 	*replayed = insert;
 	return RG_WAIT_REACHED;
@@ -114,10 +114,10 @@ rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
 		return RG_WAIT_TIMEOUT;
 
 	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
-	linked = rg_registry_link(target);
 
 	PG_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, (Datum) 0);
 	{
+		linked = rg_registry_link(target);
 		for (;;)
 		{
 			long		remaining;

@@ -46,8 +46,9 @@ sub rg_primary_standby
 }
 
 # rg_bg_start($node, $sql, $appname)
-#	Run $sql (one query string, one round trip) in its own session with
-#	psql, in the background.  Returns a handle for rg_bg_finish.
+#	Run $sql (one query string, one round trip; or an array of them, one
+#	after the other) in its own session with psql, in the background.
+#	Returns a handle for rg_bg_finish.
 sub rg_bg_start
 {
 	my ($node, $sql, $appname) = @_;
@@ -56,7 +57,7 @@ sub rg_bg_start
 		[
 			'psql', '-XAtq', '-v', 'VERBOSITY=verbose',
 			'-d', $node->connstr('postgres') . " application_name=$appname",
-			'-c', $sql
+			map { ('-c', $_) } (ref $sql ? @$sql : $sql)
 		],
 		'<', \undef, '>', \$h->{stdout}, '2>', \$h->{stderr},
 		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));

@@ -6,7 +6,7 @@
 \pset tuples_only true
 \pset pager off
 
-SELECT plan(48);
+SELECT plan(54);
 
 -- Signatures.
 SELECT has_schema('replica_gate');
@@ -14,6 +14,10 @@ SELECT has_function('replica_gate', 'caught_up', ARRAY['pg_lsn']);
 SELECT has_function('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer']);
 SELECT has_function('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer']);
 SELECT has_function('replica_gate', 'waiters', ARRAY[]::text[]);
+SELECT has_function('replica_gate', 'last_commit_lsn', ARRAY[]::text[]);
+SELECT has_function('replica_gate', 'seen_lsn', ARRAY[]::text[]);
+SELECT function_returns('replica_gate', 'last_commit_lsn', ARRAY[]::text[], 'pg_lsn');
+SELECT function_returns('replica_gate', 'seen_lsn', ARRAY[]::text[], 'pg_lsn');
 SELECT function_returns('replica_gate', 'caught_up', ARRAY['pg_lsn'], 'boolean');
 SELECT function_returns('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer'], 'boolean');
 SELECT function_returns('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer'], 'void');
@@ -35,6 +39,8 @@ SELECT function_privs_are('replica_gate', 'caught_up', ARRAY['pg_lsn'], 'public'
 SELECT function_privs_are('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer'], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer'], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'waiters', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'last_commit_lsn', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'seen_lsn', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
 
 -- Settings and their defaults.
 SELECT is(current_setting('replica_gate.default_timeout'), '1s', 'default_timeout defaults to 1s');
@@ -44,6 +50,7 @@ SELECT is(current_setting('replica_gate.require_lsn'), '', 'require_lsn starts e
 SELECT results_eq(
 	$$SELECT name, context, coalesce(unit, '') FROM pg_settings WHERE name LIKE 'replica_gate.%' ORDER BY name$$,
 	$$VALUES ('replica_gate.default_timeout', 'user', 'ms'),
+	         ('replica_gate.last_commit_lsn', 'internal', ''),
 	         ('replica_gate.max_timeout', 'superuser', 'ms'),
 	         ('replica_gate.poll_interval', 'sighup', 'ms'),
 	         ('replica_gate.require_lsn', 'user', '')$$,
@@ -51,9 +58,9 @@ SELECT results_eq(
 
 -- Errors.
 SELECT throws_ok($$SELECT replica_gate.wait_for_lsn('0/1', -1)$$,
-	'22023', 'timeout cannot be negative', 'negative timeout');
+	'22023', '"timeout_ms" must not be negative', 'negative timeout');
 SELECT throws_ok($$SELECT replica_gate.require_lsn(NULL, -1)$$,
-	'22023', 'timeout cannot be negative', 'negative timeout with NULL target');
+	'22023', '"timeout_ms" must not be negative', 'negative timeout with NULL target');
 SELECT throws_like($$SELECT replica_gate.caught_up('FFFFFFFF/0')$$,
 	'target LSN FFFFFFFF/0 is beyond the WAL insert position %/% of this server',
 	'target beyond the primary''s WAL');
@@ -63,18 +70,20 @@ SELECT throws_ok($$SELECT replica_gate.caught_up('junk')$$,
 SELECT throws_ok($$SET replica_gate.require_lsn = 'junk'$$,
 	'22P02', 'invalid input syntax for type pg_lsn: "junk"', 'malformed LSN in the SET form');
 SELECT throws_ok($$SELECT set_config('replica_gate.require_lsn', '0/1', false)$$,
-	'55P02', 'invalid value for parameter "replica_gate.require_lsn": "0/1"',
+	'55P02', 'parameter "replica_gate.require_lsn" can only be set by a SET statement',
 	'set_config cannot skip the wait');
 SELECT throws_ok($$SET replica_gate.require_lsn = '0/1'$$,
-	'0A000', 'SET replica_gate.require_lsn cannot wait while this session holds a snapshot',
+	'0A000', 'SET replica_gate.require_lsn cannot wait inside a function, procedure or DO block',
 	'the SET form refuses to run inside a function');
 SELECT throws_ok($$SET replica_gate.max_timeout = -1$$, '22023',
 	NULL, 'max_timeout cannot be negative');
+SELECT throws_ok($$SET replica_gate.last_commit_lsn = '0/1'$$, '55P02',
+	'parameter "replica_gate.last_commit_lsn" cannot be changed', 'the token cannot be set');
 SELECT throws_ok($$SET replica_gate.poll_interval = 0$$, '55P02',
 	NULL, 'poll_interval is set in postgresql.conf');
 
-CREATE ROLE rg_tap_plain;
-SET ROLE rg_tap_plain;
+CREATE ROLE regress_rg_tap_plain;
+SET ROLE regress_rg_tap_plain;
 SELECT throws_ok($$SET replica_gate.max_timeout = 10$$, '42501',
 	'permission denied to set parameter "replica_gate.max_timeout"',
 	'max_timeout is for superusers');
@@ -82,21 +91,18 @@ SELECT lives_ok($$SET replica_gate.default_timeout = 10$$, 'default_timeout is f
 SELECT is(replica_gate.caught_up(pg_current_wal_insert_lsn()), true, 'a plain role can gate');
 SELECT lives_ok($$SELECT replica_gate.require_lsn('0/1', 10)$$, 'and require');
 RESET ROLE;
-DROP ROLE rg_tap_plain;
+DROP ROLE regress_rg_tap_plain;
 
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT throws_ok($$SELECT replica_gate.caught_up('0/1')$$, '25001',
-	'replica_gate.caught_up cannot be used after the transaction snapshot was taken',
+	'replica_gate.caught_up() cannot be used after the transaction snapshot was taken',
 	'REPEATABLE READ: caught_up after the snapshot');
 SELECT throws_ok($$SELECT replica_gate.wait_for_lsn('0/1', 0)$$, '25001',
-	'replica_gate.wait_for_lsn cannot be used after the transaction snapshot was taken',
+	'replica_gate.wait_for_lsn() cannot be used after the transaction snapshot was taken',
 	'REPEATABLE READ: wait_for_lsn after the snapshot');
 SELECT throws_ok($$SELECT replica_gate.require_lsn('0/1', 0)$$, '25001',
-	'replica_gate.require_lsn cannot be used after the transaction snapshot was taken',
+	'replica_gate.require_lsn() cannot be used after the transaction snapshot was taken',
 	'REPEATABLE READ: require_lsn after the snapshot');
-SELECT throws_ok($$SET LOCAL replica_gate.require_lsn = '0/1'$$, '25001',
-	'SET replica_gate.require_lsn cannot be used after the transaction snapshot was taken',
-	'REPEATABLE READ: the SET form after the snapshot');
 SELECT is(replica_gate.caught_up(NULL), true, 'REPEATABLE READ: a NULL target still passes');
 COMMIT;
 

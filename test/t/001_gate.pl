@@ -28,12 +28,12 @@ sub set_delay
 	$standby->reload;
 }
 
-# Write on the primary, return the LSN after the commit.
+# Write on the primary, return the write's token.
 sub write_value
 {
 	my ($v) = @_;
 	return $primary->safe_psql('postgres',
-		"UPDATE t SET v = '$v' WHERE id = 1; SELECT pg_current_wal_lsn()");
+		"UPDATE t SET v = '$v' WHERE id = 1; SELECT replica_gate.last_commit_lsn()");
 }
 
 # The watcher is running on the standby.
@@ -220,21 +220,16 @@ $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 rg_bg_finish($w);
 is($w->{stdout}, 't', 'later waiters are still woken');
 
-# --- READ COMMITTED transaction: the SET form mid-transaction waits ----------------
-set_delay('1s');
-$lsn = write_value('rc');
-is( $standby->safe_psql(
-		'postgres', qq{
+# --- the SET form must open its transaction --------------------------------
+# Locks taken by earlier statements would stay held during the wait, and
+# replay of a conflicting lock record would wait for us.
+($ret, $out, $err) = $standby->psql('postgres', qq{
+\\set VERBOSITY verbose
 BEGIN;
-SELECT 1;
-SET LOCAL replica_gate.default_timeout = 10000;
-SET LOCAL replica_gate.require_lsn = '$lsn';
-SELECT v FROM t WHERE id = 1;
-COMMIT;}),
-	"1\nrc",
-	'READ COMMITTED: SET LOCAL after earlier statements waits and the next read sees the write');
-set_delay('0');
-$primary->wait_for_catchup($standby->name, 'replay');
+SELECT count(*) FROM t;
+SET LOCAL replica_gate.require_lsn = '$lsn';});
+like($err, qr/25001: SET replica_gate.require_lsn must be the first statement of its transaction/,
+	'READ COMMITTED: the SET form after an earlier statement is refused');
 
 # --- REPEATABLE READ ------------------------------------------------------------
 ($ret, $out, $err) = $standby->psql('postgres', qq{
@@ -243,7 +238,7 @@ BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT 1;
 SELECT replica_gate.wait_for_lsn('$lsn', 100);});
 like($err,
-	qr/25001: replica_gate.wait_for_lsn cannot be used after the transaction snapshot was taken/,
+	qr/25001: replica_gate.wait_for_lsn\(\) cannot be used after the transaction snapshot was taken/,
 	'REPEATABLE READ: a gate after the snapshot was taken is refused');
 
 ($ret, $out, $err) = $standby->psql('postgres', qq{
@@ -256,14 +251,14 @@ like($err, qr/cannot be used after the transaction snapshot was taken/,
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT 1;
 SET LOCAL replica_gate.require_lsn = '$lsn';});
-like($err, qr/SET replica_gate.require_lsn cannot be used after the transaction snapshot was taken/,
+like($err, qr/SET replica_gate.require_lsn must be the first statement of its transaction/,
 	'and so is the SET form after the first statement');
 
 ($ret, $out, $err) = $standby->psql('postgres', qq{
 BEGIN;
 DECLARE c CURSOR FOR SELECT 1;
 SET replica_gate.require_lsn = '$lsn';});
-like($err, qr/cannot wait while this session holds a snapshot/,
+like($err, qr/SET replica_gate.require_lsn must be the first statement of its transaction/,
 	'the SET form refuses to wait while an open cursor keeps a snapshot');
 
 $primary->stop;

@@ -29,9 +29,13 @@ $primary->wait_for_catchup($standby->name, 'replay');
 sub prepare_conflict
 {
 	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
-	$standby->poll_query_until('postgres',
-		"SELECT pg_get_wal_replay_pause_state() = 'paused'")
-	  or die 'replay did not pause';
+	# 14+ tells when the pause took effect; 13 only that it was requested.
+	if ($standby->pg_version >= 14)
+	{
+		$standby->poll_query_until('postgres',
+			"SELECT pg_get_wal_replay_pause_state() = 'paused'")
+		  or die 'replay did not pause';
+	}
 	$primary->safe_psql('postgres', 'DELETE FROM d');
 	$primary->safe_psql('postgres', 'VACUUM d');
 	my $lsn = $primary->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');

@@ -41,15 +41,21 @@ $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 rg_bg_finish($w);
 is($w->{stdout}, "t\nnew", 'a polling waiter wakes after resume and sees the write');
 
-# The SET form needs the library loaded in the session: here a function call
-# loads it first.
+# The SET form needs the library loaded in the session: here LOAD loads it
+# first; the SET then really waits.
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
 $lsn = $primary->safe_psql('postgres',
 	"UPDATE t SET v = 'set' WHERE id = 1; SELECT pg_current_wal_lsn()");
-is( $standby->safe_psql('postgres',
-		"SELECT replica_gate.waiters(); SET replica_gate.default_timeout = 30000; SET replica_gate.require_lsn = '$lsn'; SELECT v FROM t WHERE id = 1"
-	),
-	"0\nset",
-	'the SET form works once the library is loaded');
+$w = rg_bg_start($standby,
+	[
+		"LOAD 'replica_gate'",
+		"SET replica_gate.default_timeout = 30000; SET replica_gate.require_lsn = '$lsn'; SELECT v FROM t WHERE id = 1"
+	],
+	'set_poller');
+rg_pid_of($standby, 'set_poller');
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+rg_bg_finish($w);
+is($w->{stdout}, 'set', 'the SET form waits once the library is loaded');
 
 $primary->stop;
 $standby->stop;
