@@ -11,6 +11,9 @@ OBJS = \
 	src/registry.o \
 	src/replica_gate.o \
 	src/set_gate.o \
+	src/shmem.o \
+	src/staleness.o \
+	src/stats.o \
 	src/token.o \
 	src/wait.o \
 	src/worker.o

@@ -132,3 +132,21 @@ DROP ROLE regress_rg_plain;
 
 -- Nobody is waiting on this node.
 SELECT replica_gate.waiters();
+
+-- Staleness and status on a primary.
+SELECT replica_gate.staleness();
+SELECT replica_gate.fresh_within('0'), replica_gate.fresh_within(NULL, -1) IS NULL;
+SELECT replica_gate.require_fresh('1 min', 0);
+SELECT pg_temp.err($$SELECT replica_gate.fresh_within('-1s')$$);
+SELECT role, replay_lsn, receive_lsn, insert_lsn > '0/0' AS has_insert,
+       flush_lsn <= insert_lsn AS flush_le_insert, timeline, replay_paused,
+       streaming, staleness, waiters
+  FROM replica_gate.status();
+
+-- Statistics count every gate call.
+SELECT replica_gate.stats_reset();
+SELECT replica_gate.caught_up('0/1'), replica_gate.wait_for_lsn('0/1'),
+       replica_gate.fresh_within('1s'), replica_gate.caught_up(NULL);
+SELECT calls, immediate, waits, timeouts, errors, wait_time, max_wait_time,
+       stats_reset > now() - interval '1 hour' AS recent_reset
+  FROM replica_gate.stats;

@@ -59,6 +59,20 @@
 	 max_worker_processes + max_wal_senders)
 #endif
 
+/* WAL positions and timeline of a primary; whether replay is paused. */
+#if PG_VERSION_NUM >= 150000
+#define RG_FLUSH_PTR() GetFlushRecPtr(NULL)
+#define RG_INSERT_TLI() GetWALInsertionTimeLine()
+#else
+#define RG_FLUSH_PTR() GetFlushRecPtr()
+#define RG_INSERT_TLI() ThisTimeLineID
+#endif
+#if PG_VERSION_NUM >= 140000
+#define RG_REPLAY_PAUSED() (GetRecoveryPauseState() != RECOVERY_NOT_PAUSED)
+#else
+#define RG_REPLAY_PAUSED() RecoveryIsPaused()
+#endif
+
 /* Reserve the "replica_gate." GUC prefix. */
 #if PG_VERSION_NUM >= 150000
 #define RG_RESERVE_GUC_PREFIX(prefix) MarkGUCPrefixReserved(prefix)

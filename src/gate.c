@@ -1,8 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * gate.c
- *		SQL-callable gates: caught_up, wait_for_lsn, require_lsn, and the
- *		count of waiting backends.
+ *		SQL-callable LSN gates: caught_up, wait_for_lsn and require_lsn.
  *
  * A NULL target means "no write to wait for": the gates pass at once.  A
  * NULL timeout means replica_gate.default_timeout.
@@ -20,7 +19,6 @@
 PG_FUNCTION_INFO_V1(rg_caught_up);
 PG_FUNCTION_INFO_V1(rg_wait_for_lsn_sql);
 PG_FUNCTION_INFO_V1(rg_require_lsn_sql);
-PG_FUNCTION_INFO_V1(rg_waiters);
 
 /*
  * caught_up(target pg_lsn) returns boolean
@@ -45,6 +43,7 @@ rg_wait_for_lsn_sql(PG_FUNCTION_ARGS)
 {
 	XLogRecPtr	target;
 	XLogRecPtr	replayed;
+	RgWaitResult result;
 	int			timeout;
 
 	timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
@@ -53,16 +52,10 @@ rg_wait_for_lsn_sql(PG_FUNCTION_ARGS)
 	rg_check_xact_snapshot("replica_gate.wait_for_lsn");
 
 	target = PG_GETARG_LSN(0);
-	switch (rg_wait_for_lsn(target, timeout, &replayed))
-	{
-		case RG_WAIT_REACHED:
-			PG_RETURN_BOOL(true);
-		case RG_WAIT_TIMEOUT:
-			PG_RETURN_BOOL(false);
-		case RG_WAIT_NOT_IN_RECOVERY:
-			rg_report_not_in_recovery(target, replayed);
-	}
-	pg_unreachable();
+	result = rg_wait_for_lsn(target, timeout, &replayed);
+	if (result == RG_WAIT_NOT_IN_RECOVERY)
+		rg_report_not_in_recovery(target, replayed);
+	PG_RETURN_BOOL(result == RG_WAIT_REACHED);
 }
 
 /*
@@ -79,13 +72,4 @@ rg_require_lsn_sql(PG_FUNCTION_ARGS)
 	rg_check_xact_snapshot("replica_gate.require_lsn");
 	rg_require_lsn(PG_GETARG_LSN(0), timeout);
 	PG_RETURN_VOID();
-}
-
-/*
- * waiters() returns integer: backends registered with the replay watcher.
- */
-Datum
-rg_waiters(PG_FUNCTION_ARGS)
-{
-	PG_RETURN_INT32(rg_registry_waiters());
 }

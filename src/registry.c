@@ -21,11 +21,11 @@
 
 #include "miscadmin.h"
 #include "port/atomics.h"
-#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lwlock.h"
 #include "storage/proc.h"
 #include "storage/shmem.h"
+#include "utils/memutils.h"
 #include "utils/memutils.h"
 
 #include "compat.h"
@@ -50,81 +50,43 @@ typedef struct RgShared
 
 static RgShared *rg_shared = NULL;
 
-#if PG_VERSION_NUM >= 150000
-static shmem_request_hook_type rg_prev_shmem_request_hook = NULL;
-#endif
-static shmem_startup_hook_type rg_prev_shmem_startup_hook = NULL;
-
 /* Scratch list of procnos to wake, used by the watcher only. */
 static int *rg_wake_list = NULL;
 
-static Size
-rg_shmem_size(void)
+/*
+ * rg_registry_shmem_size
+ *		Shared memory the registry needs.
+ */
+Size
+rg_registry_shmem_size(void)
 {
 	return add_size(offsetof(RgShared, slots),
 					mul_size(RG_MAX_BACKENDS(), sizeof(RgSlot)));
 }
 
 /*
- * rg_shmem_request
- *		Ask for the registry's shared memory and its lock.
+ * rg_registry_shmem_init
+ *		Create or attach to the registry; called with AddinShmemInitLock held.
  */
-static void
-rg_shmem_request(void)
-{
-#if PG_VERSION_NUM >= 150000
-	if (rg_prev_shmem_request_hook)
-		rg_prev_shmem_request_hook();
-#endif
-	RequestAddinShmemSpace(rg_shmem_size());
-	RequestNamedLWLockTranche("replica_gate", 1);
-}
-
-/*
- * rg_shmem_startup
- *		Create or attach to the registry.
- */
-static void
-rg_shmem_startup(void)
+void
+rg_registry_shmem_init(void)
 {
 	bool		found;
 
-	if (rg_prev_shmem_startup_hook)
-		rg_prev_shmem_startup_hook();
-
-	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
-	rg_shared = ShmemInitStruct("replica_gate", rg_shmem_size(), &found);
-	if (!found)
+	rg_shared = ShmemInitStruct("replica_gate registry",
+								rg_registry_shmem_size(), &found);
+	if (found)
+		return;
+	rg_shared->lock = &(GetNamedLWLockTranche("replica_gate"))->lock;
+	rg_shared->watcher_latch = NULL;
+	pg_atomic_init_u32(&rg_shared->nwaiters, 0);
+	pg_atomic_init_u64(&rg_shared->min_target, PG_UINT64_MAX);
+	rg_shared->nslots = RG_MAX_BACKENDS();
+	for (int i = 0; i < rg_shared->nslots; i++)
 	{
-		rg_shared->lock = &(GetNamedLWLockTranche("replica_gate"))->lock;
-		rg_shared->watcher_latch = NULL;
-		pg_atomic_init_u32(&rg_shared->nwaiters, 0);
-		pg_atomic_init_u64(&rg_shared->min_target, PG_UINT64_MAX);
-		rg_shared->nslots = RG_MAX_BACKENDS();
-		for (int i = 0; i < rg_shared->nslots; i++)
-		{
-			rg_shared->slots[i].target = InvalidXLogRecPtr;
-			pg_atomic_init_u32(&rg_shared->slots[i].linked, 0);
-		}
+		rg_shared->slots[i].target = InvalidXLogRecPtr;
+		pg_atomic_init_u32(&rg_shared->slots[i].linked, 0);
 	}
-	LWLockRelease(AddinShmemInitLock);
-}
-
-/*
- * rg_registry_install_hooks
- *		Called from _PG_init while shared_preload_libraries is processed.
- */
-void
-rg_registry_install_hooks(void)
-{
-#if PG_VERSION_NUM >= 150000
-	rg_prev_shmem_request_hook = shmem_request_hook;
-	shmem_request_hook = rg_shmem_request;
-#else
-	rg_shmem_request();
-#endif
-	rg_prev_shmem_startup_hook = shmem_startup_hook;
-	shmem_startup_hook = rg_shmem_startup;
 }
 
 /* This backend's slot, or NULL when there is no registry or no slot. */

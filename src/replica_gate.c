@@ -81,6 +81,6 @@ _PG_init(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 
-	rg_registry_install_hooks();
+	rg_shmem_install_hooks();
 	rg_worker_register();
 }

@@ -10,6 +10,7 @@
 #define REPLICA_GATE_H
 
 #include "access/xlogdefs.h"
+#include "datatype/timestamp.h"
 
 /* Dedicated SQLSTATE for "this replica has not replayed the target in time". */
 #define ERRCODE_RG_REPLICA_BEHIND	MAKE_SQLSTATE('R','G','0','0','1')
@@ -19,8 +20,12 @@ extern int	rg_default_timeout;
 extern int	rg_max_timeout;
 extern int	rg_poll_interval;
 
+/* Shared memory of the registry and the statistics (shmem.c). */
+extern void rg_shmem_install_hooks(void);
+
 /* Waiter registry in shared memory (registry.c). */
-extern void rg_registry_install_hooks(void);
+extern Size rg_registry_shmem_size(void);
+extern void rg_registry_shmem_init(void);
 extern bool rg_registry_link(XLogRecPtr target);
 extern bool rg_registry_is_linked(void);
 extern void rg_registry_unlink(void);
@@ -29,17 +34,26 @@ extern bool rg_registry_attach_watcher(void);
 extern void rg_registry_detach_watcher(void);
 extern int	rg_registry_wake(XLogRecPtr replayed, bool wake_all);
 
-/* The replay watcher background worker (worker.c). */
-extern void rg_worker_register(void);
-
 /* Waiting for replay (wait.c). */
 typedef enum RgWaitResult
 {
 	RG_WAIT_REACHED,			/* target replayed (or written, on a primary) */
-	RG_WAIT_TIMEOUT,			/* timeout expired first */
-	RG_WAIT_NOT_IN_RECOVERY		/* recovery ended before the target */
+	RG_WAIT_TIMEOUT,			/* timeout expired first (or a check failed) */
+	RG_WAIT_NOT_IN_RECOVERY,	/* recovery ended before the target */
+	RG_WAIT_ERROR				/* an error ended the wait (statistics only) */
 } RgWaitResult;
 
+/* Gate statistics in shared memory (stats.c). */
+extern Size rg_stats_shmem_size(void);
+extern void rg_stats_shmem_init(void);
+extern void rg_stats_sleep_begin(void);
+extern void rg_stats_count(RgWaitResult result, TimestampTz slept_since);
+extern int	rg_stats_sleeping(void);
+
+/* The replay watcher background worker (worker.c). */
+extern void rg_worker_register(void);
+
+/* Waiting for replay (wait.c). */
 extern int	rg_effective_timeout(bool isnull, int32 timeout_ms);
 extern void rg_check_xact_snapshot(const char *gate_name);
 extern RgWaitResult rg_wait_for_lsn(XLogRecPtr target, int timeout_ms,

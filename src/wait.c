@@ -56,11 +56,15 @@ rg_check_xact_snapshot(const char *gate_name)
 				 errhint("Gate before BEGIN, or make SET LOCAL replica_gate.require_lsn = '...' the first statement of the transaction.")));
 }
 
-/* before_shmem_exit / error cleanup for rg_wait_for_lsn. */
+/*
+ * Error and exit cleanup for rg_wait_for_lsn: leave the registry, count the
+ * wait as ended by an error.  "arg" is when the wait started sleeping.
+ */
 static void
 rg_wait_cleanup(int code, Datum arg)
 {
 	rg_registry_unlink();
+	rg_stats_count(RG_WAIT_ERROR, DatumGetTimestampTz(arg));
 }
 
 /*
@@ -81,6 +85,7 @@ rg_wait_on_primary(XLogRecPtr target, XLogRecPtr *replayed)
 				 errdetail("This server is not in recovery, and it has written WAL only up to its insert position."),
 				 errhint("Use a token taken from this server, or gate on a standby of it.")));
 	*replayed = insert;
+	rg_stats_count(RG_WAIT_REACHED, 0);
 	return RG_WAIT_REACHED;
 }
 
@@ -101,6 +106,7 @@ RgWaitResult
 rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
 {
 	RgWaitResult result;
+	TimestampTz start;
 	TimestampTz deadline;
 	bool		linked;
 
@@ -108,14 +114,18 @@ rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
 		return rg_wait_on_primary(target, replayed);
 
 	*replayed = GetXLogReplayRecPtr(NULL);
-	if (*replayed >= target)
-		return RG_WAIT_REACHED;
-	if (timeout_ms <= 0)
-		return RG_WAIT_TIMEOUT;
+	if (*replayed >= target || timeout_ms <= 0)
+	{
+		result = (*replayed >= target) ? RG_WAIT_REACHED : RG_WAIT_TIMEOUT;
+		rg_stats_count(result, 0);
+		return result;
+	}
 
-	deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), timeout_ms);
+	start = GetCurrentTimestamp();
+	deadline = TimestampTzPlusMilliseconds(start, timeout_ms);
+	rg_stats_sleep_begin();
 
-	PG_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, (Datum) 0);
+	PG_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, TimestampTzGetDatum(start));
 	{
 		linked = rg_registry_link(target);
 		for (;;)
@@ -164,8 +174,9 @@ rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
 			CHECK_FOR_INTERRUPTS();
 		}
 	}
-	PG_END_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, (Datum) 0);
+	PG_END_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, TimestampTzGetDatum(start));
 	rg_registry_unlink();
+	rg_stats_count(result, start);
 
 	return result;
 }
@@ -192,22 +203,16 @@ void
 rg_require_lsn(XLogRecPtr target, int timeout_ms)
 {
 	XLogRecPtr	replayed;
+	RgWaitResult result = rg_wait_for_lsn(target, timeout_ms, &replayed);
 
-	switch (rg_wait_for_lsn(target, timeout_ms, &replayed))
-	{
-		case RG_WAIT_REACHED:
-			break;
-		case RG_WAIT_TIMEOUT:
-			ereport(ERROR,
-					(errcode(ERRCODE_RG_REPLICA_BEHIND),
-					 errmsg("replica has not replayed LSN " RG_LSN_FMT " within %d ms",
-							RG_LSN_ARGS(target), timeout_ms),
-					 errdetail("The last replayed LSN is " RG_LSN_FMT ".",
-							   RG_LSN_ARGS(replayed)),
-					 errhint("Run the read on the primary, or wait longer.")));
-			break;
-		case RG_WAIT_NOT_IN_RECOVERY:
-			rg_report_not_in_recovery(target, replayed);
-			break;
-	}
+	if (result == RG_WAIT_TIMEOUT)
+		ereport(ERROR,
+				(errcode(ERRCODE_RG_REPLICA_BEHIND),
+				 errmsg("replica has not replayed LSN " RG_LSN_FMT " within %d ms",
+						RG_LSN_ARGS(target), timeout_ms),
+				 errdetail("The last replayed LSN is " RG_LSN_FMT ".",
+						   RG_LSN_ARGS(replayed)),
+				 errhint("Run the read on the primary, or wait longer.")));
+	if (result == RG_WAIT_NOT_IN_RECOVERY)
+		rg_report_not_in_recovery(target, replayed);
 }

@@ -6,7 +6,7 @@
 \pset tuples_only true
 \pset pager off
 
-SELECT plan(54);
+SELECT plan(72);
 
 -- Signatures.
 SELECT has_schema('replica_gate');
@@ -18,6 +18,18 @@ SELECT has_function('replica_gate', 'last_commit_lsn', ARRAY[]::text[]);
 SELECT has_function('replica_gate', 'seen_lsn', ARRAY[]::text[]);
 SELECT function_returns('replica_gate', 'last_commit_lsn', ARRAY[]::text[], 'pg_lsn');
 SELECT function_returns('replica_gate', 'seen_lsn', ARRAY[]::text[], 'pg_lsn');
+SELECT function_returns('replica_gate', 'staleness', ARRAY[]::text[], 'interval');
+SELECT function_returns('replica_gate', 'fresh_within', ARRAY['interval', 'integer'], 'boolean');
+SELECT function_returns('replica_gate', 'require_fresh', ARRAY['interval', 'integer'], 'void');
+SELECT function_returns('replica_gate', 'status', ARRAY[]::text[], 'record');
+SELECT function_returns('replica_gate', 'stats_reset', ARRAY[]::text[], 'void');
+SELECT has_view('replica_gate', 'stats', 'view replica_gate.stats');
+SELECT columns_are('replica_gate', 'stats', ARRAY['calls', 'immediate', 'waits', 'timeouts',
+	'errors', 'wait_time', 'max_wait_time', 'waits_le_1ms', 'waits_le_10ms', 'waits_le_100ms',
+	'waits_le_1s', 'waits_le_10s', 'waits_gt_10s', 'stats_reset']);
+SELECT is(pg_get_function_arguments('replica_gate.status()'::regprocedure),
+	'OUT role text, OUT replay_lsn pg_lsn, OUT receive_lsn pg_lsn, OUT insert_lsn pg_lsn, OUT flush_lsn pg_lsn, OUT timeline integer, OUT replay_paused boolean, OUT streaming boolean, OUT staleness interval, OUT waiters integer',
+	'status() columns');
 SELECT function_returns('replica_gate', 'caught_up', ARRAY['pg_lsn'], 'boolean');
 SELECT function_returns('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer'], 'boolean');
 SELECT function_returns('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer'], 'void');
@@ -41,6 +53,15 @@ SELECT function_privs_are('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'intege
 SELECT function_privs_are('replica_gate', 'waiters', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'last_commit_lsn', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'seen_lsn', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'staleness', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'fresh_within', ARRAY['interval', 'integer'], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'require_fresh', ARRAY['interval', 'integer'], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'status', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
+SELECT table_privs_are('replica_gate', 'stats', 'public', ARRAY['SELECT']);
+SELECT function_privs_are('replica_gate', 'stats_reset', ARRAY[]::text[], 'public', ARRAY[]::text[],
+	'stats_reset is not for PUBLIC');
+SELECT function_privs_are('replica_gate', 'stats_reset', ARRAY[]::text[], 'pg_monitor', ARRAY['EXECUTE'],
+	'stats_reset is for pg_monitor');
 
 -- Settings and their defaults.
 SELECT is(current_setting('replica_gate.default_timeout'), '1s', 'default_timeout defaults to 1s');
@@ -65,6 +86,8 @@ SELECT throws_like($$SELECT replica_gate.caught_up('FFFFFFFF/0')$$,
 	'target LSN FFFFFFFF/0 is beyond the WAL insert position %/% of this server',
 	'target beyond the primary''s WAL');
 SELECT throws_ok($$SELECT replica_gate.caught_up('FFFFFFFF/0')$$, '22023');
+SELECT throws_ok($$SELECT replica_gate.fresh_within('-1s')$$,
+	'22023', '"max_staleness" must not be negative', 'negative staleness limit');
 SELECT throws_ok($$SELECT replica_gate.caught_up('junk')$$,
 	'22P02', 'invalid input syntax for type pg_lsn: "junk"', 'malformed LSN');
 SELECT throws_ok($$SET replica_gate.require_lsn = 'junk'$$,
@@ -90,6 +113,10 @@ SELECT throws_ok($$SET replica_gate.max_timeout = 10$$, '42501',
 SELECT lives_ok($$SET replica_gate.default_timeout = 10$$, 'default_timeout is for everyone');
 SELECT is(replica_gate.caught_up(pg_current_wal_insert_lsn()), true, 'a plain role can gate');
 SELECT lives_ok($$SELECT replica_gate.require_lsn('0/1', 10)$$, 'and require');
+SELECT throws_ok($$SELECT replica_gate.stats_reset()$$, '42501',
+	'permission denied for function stats_reset', 'a plain role cannot reset the stats');
+SELECT lives_ok($$SELECT * FROM replica_gate.stats, replica_gate.status()$$,
+	'a plain role can read stats and status');
 RESET ROLE;
 DROP ROLE regress_rg_tap_plain;
 

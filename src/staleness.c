@@ -1,0 +1,303 @@
+/*-------------------------------------------------------------------------
+ *
+ * staleness.c
+ *		Bounded staleness: an upper bound on how far this node's data is
+ *		behind the primary, gates on that bound, and replica_gate.status(),
+ *		the one cheap row a router needs.
+ *
+ * The bound comes from what the WAL receiver knows: the WAL end the primary
+ * reported in its last message and when it sent that message (keepalives
+ * refresh both on an idle system), and the replay position.  When replay
+ * has reached the reported end, this node has everything the primary had
+ * when it sent the message, so the bound is the time since then.  When replay is behind, the
+ * bound is the time since the last replayed commit.  Times sent by the
+ * primary are compared with this server's clock, so the clocks must agree.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/htup_details.h"
+#include "fmgr.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "replication/walreceiver.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
+#include "utils/builtins.h"
+#include "utils/pg_lsn.h"
+#include "utils/timestamp.h"
+
+#include "compat.h"
+#include "replica_gate.h"
+
+/* How often a bounded-staleness wait re-checks the bound. */
+#define RG_FRESH_RECHECK_MS		10
+
+PG_FUNCTION_INFO_V1(rg_staleness_sql);
+PG_FUNCTION_INFO_V1(rg_fresh_within);
+PG_FUNCTION_INFO_V1(rg_require_fresh);
+PG_FUNCTION_INFO_V1(rg_status);
+
+static uint32 rg_fresh_event = 0;
+
+/* What the WAL receiver knows, read at once under its spinlock. */
+typedef struct RgReceiver
+{
+	bool		streaming;
+	XLogRecPtr	received;		/* flushed to disk here */
+	XLogRecPtr	wal_end;		/* primary's WAL end in its last message */
+	TimestampTz sent_time;		/* when the primary sent that (its clock) */
+} RgReceiver;
+
+static void
+rg_read_receiver(RgReceiver *rcv)
+{
+	WalRcvData *walrcv = WalRcv;
+
+	SpinLockAcquire(&walrcv->mutex);
+	rcv->streaming = (walrcv->walRcvState == WALRCV_STREAMING);
+	rcv->received = walrcv->flushedUpto;
+	rcv->wal_end = walrcv->latestWalEnd;
+	rcv->sent_time = walrcv->lastMsgSendTime;
+	SpinLockRelease(&walrcv->mutex);
+}
+
+/*
+ * rg_staleness_us
+ *		Upper bound on this node's staleness in microseconds; false when it
+ *		cannot be known (not streaming, nothing heard from the primary yet,
+ *		replay behind with no replayed commit to date it).
+ */
+static bool
+rg_staleness_us(int64 *us)
+{
+	RgReceiver	rcv;
+	TimestampTz now;
+	TimestampTz as_of;
+
+	if (!RecoveryInProgress())
+	{
+		*us = 0;
+		return true;
+	}
+
+	rg_read_receiver(&rcv);
+	if (!rcv.streaming || rcv.sent_time == 0)
+		return false;
+
+	now = GetCurrentTimestamp();
+	as_of = rcv.sent_time;
+	if (GetXLogReplayRecPtr(NULL) < rcv.wal_end)
+	{
+		TimestampTz last_commit = GetLatestXTime();
+
+		if (last_commit == 0)
+			return false;
+		as_of = Min(as_of, last_commit);
+	}
+	*us = Max(now - as_of, 0);
+	return true;
+}
+
+static Interval *
+rg_interval_from_us(int64 us)
+{
+	Interval   *result = palloc0(sizeof(Interval));
+
+	result->time = us;
+	return result;
+}
+
+/* A staleness limit in microseconds; months count as 30 days. */
+static int64
+rg_limit_us(Interval *limit)
+{
+	int64		us = limit->time +
+		((int64) limit->month * DAYS_PER_MONTH + limit->day) * USECS_PER_DAY;
+
+	if (us < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"max_staleness\" must not be negative")));
+	return us;
+}
+
+/* Error and exit cleanup of a bounded-staleness wait. */
+static void
+rg_fresh_cleanup(int code, Datum arg)
+{
+	rg_stats_count(RG_WAIT_ERROR, DatumGetTimestampTz(arg));
+}
+
+/*
+ * rg_wait_fresh
+ *		Wait until this node's staleness bound is at most limit_us, at most
+ *		timeout_ms.  Sets *bound_us to the last bound seen (-1: unknown).
+ *
+ * Nothing signals a keepalive's arrival, so the wait re-checks every
+ * RG_FRESH_RECHECK_MS.  A node promoted meanwhile is a primary: fresh.
+ */
+static RgWaitResult
+rg_wait_fresh(int64 limit_us, int timeout_ms, int64 *bound_us)
+{
+	RgWaitResult result;
+	TimestampTz start;
+	TimestampTz deadline;
+
+	if (!rg_staleness_us(bound_us))
+		*bound_us = -1;
+	if ((*bound_us >= 0 && *bound_us <= limit_us) || timeout_ms <= 0)
+	{
+		result = (*bound_us >= 0 && *bound_us <= limit_us) ?
+			RG_WAIT_REACHED : RG_WAIT_TIMEOUT;
+		rg_stats_count(result, 0);
+		return result;
+	}
+
+	start = GetCurrentTimestamp();
+	deadline = TimestampTzPlusMilliseconds(start, timeout_ms);
+	rg_stats_sleep_begin();
+
+	PG_ENSURE_ERROR_CLEANUP(rg_fresh_cleanup, TimestampTzGetDatum(start));
+	{
+		for (;;)
+		{
+			long		remaining;
+
+			if (!rg_staleness_us(bound_us))
+				*bound_us = -1;
+			if (*bound_us >= 0 && *bound_us <= limit_us)
+			{
+				result = RG_WAIT_REACHED;
+				break;
+			}
+			remaining = (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
+			if (remaining <= 0)
+			{
+				result = RG_WAIT_TIMEOUT;
+				break;
+			}
+			(void) WaitLatch(MyLatch,
+							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 Min(remaining, RG_FRESH_RECHECK_MS),
+							 RG_WAIT_EVENT(rg_fresh_event, "ReplicaGateWaitFresh"));
+			ResetLatch(MyLatch);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+	PG_END_ENSURE_ERROR_CLEANUP(rg_fresh_cleanup, TimestampTzGetDatum(start));
+	rg_stats_count(result, start);
+	return result;
+}
+
+/*
+ * staleness() returns interval: the bound, 0 on a primary, NULL if unknown.
+ */
+Datum
+rg_staleness_sql(PG_FUNCTION_ARGS)
+{
+	int64		us;
+
+	if (!rg_staleness_us(&us))
+		PG_RETURN_NULL();
+	PG_RETURN_INTERVAL_P(rg_interval_from_us(us));
+}
+
+/*
+ * fresh_within(max_staleness interval, timeout_ms integer) returns boolean:
+ * true as soon as staleness() <= max_staleness, false on timeout.  A NULL
+ * limit passes at once.
+ */
+Datum
+rg_fresh_within(PG_FUNCTION_ARGS)
+{
+	int			timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
+	int64		bound;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_BOOL(true);
+	rg_check_xact_snapshot("replica_gate.fresh_within");
+	PG_RETURN_BOOL(rg_wait_fresh(rg_limit_us(PG_GETARG_INTERVAL_P(0)),
+								 timeout, &bound) == RG_WAIT_REACHED);
+}
+
+/*
+ * require_fresh(max_staleness interval, timeout_ms integer) returns void:
+ * like fresh_within, raising RG001 on timeout.
+ */
+Datum
+rg_require_fresh(PG_FUNCTION_ARGS)
+{
+	int			timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
+	Interval   *limit;
+	int64		bound;
+
+	if (PG_ARGISNULL(0))
+		PG_RETURN_VOID();
+	rg_check_xact_snapshot("replica_gate.require_fresh");
+	limit = PG_GETARG_INTERVAL_P(0);
+	if (rg_wait_fresh(rg_limit_us(limit), timeout, &bound) != RG_WAIT_REACHED)
+		ereport(ERROR,
+				(errcode(ERRCODE_RG_REPLICA_BEHIND),
+				 errmsg("replica is not within %s of the primary after %d ms",
+						DatumGetCString(DirectFunctionCall1(interval_out,
+															IntervalPGetDatum(limit))),
+						timeout),
+				 bound < 0 ?
+				 errdetail("Its staleness cannot be known: the WAL receiver is not streaming.") :
+				 errdetail("Its staleness bound is %s.",
+						   DatumGetCString(DirectFunctionCall1(interval_out,
+															   IntervalPGetDatum(rg_interval_from_us(bound))))),
+				 errhint("Run the read on the primary, or accept more staleness.")));
+	PG_RETURN_VOID();
+}
+
+/*
+ * status() returns one row describing what this node can serve.
+ */
+Datum
+rg_status(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[10];
+	bool		nulls[10] = {0};
+	int64		us;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	if (RecoveryInProgress())
+	{
+		RgReceiver	rcv;
+		TimeLineID	tli;
+		XLogRecPtr	replay = GetXLogReplayRecPtr(&tli);
+
+		rg_read_receiver(&rcv);
+		values[0] = CStringGetTextDatum("standby");
+		values[1] = LSNGetDatum(replay);
+		values[2] = LSNGetDatum(rcv.received);
+		nulls[2] = (rcv.received == InvalidXLogRecPtr);
+		nulls[3] = nulls[4] = true;
+		values[5] = Int32GetDatum((int32) tli);
+		values[6] = BoolGetDatum(RG_REPLAY_PAUSED());
+		values[7] = BoolGetDatum(rcv.streaming);
+	}
+	else
+	{
+		values[0] = CStringGetTextDatum("primary");
+		nulls[1] = nulls[2] = true;
+		values[3] = LSNGetDatum(GetXLogInsertRecPtr());
+		values[4] = LSNGetDatum(RG_FLUSH_PTR());
+		values[5] = Int32GetDatum((int32) RG_INSERT_TLI());
+		nulls[6] = nulls[7] = true;
+	}
+	if (rg_staleness_us(&us))
+		values[8] = IntervalPGetDatum(rg_interval_from_us(us));
+	else
+		nulls[8] = true;
+	values[9] = Int32GetDatum(rg_stats_sleeping());
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}

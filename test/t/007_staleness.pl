@@ -1,0 +1,144 @@
+# Bounded staleness, status() and the gate statistics on a real primary and
+# standby: the bound stays small on an idle cluster while the apparent lag
+# grows; it covers the time replay has been held behind a commit; status()
+# counts live waiters; stats count a known sequence exactly; privileges.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RgTest;
+use Test::More;
+use Time::HiRes qw(gettimeofday tv_interval usleep);
+
+my ($primary, $standby) = rg_primary_standby(
+	standby_conf =>
+	  "wal_receiver_timeout = '1s'\nwal_receiver_status_interval = '1s'\n");
+$primary->safe_psql('postgres', 'CREATE TABLE t (v int); INSERT INTO t VALUES (0)');
+$primary->wait_for_catchup($standby->name, 'replay');
+
+my $ms = q{extract(epoch FROM %s) * 1000};
+my $bound_ms = sprintf($ms, 'replica_gate.staleness()');
+my $apparent_ms = sprintf($ms, 'now() - pg_last_xact_replay_timestamp()');
+
+is($primary->safe_psql('postgres', 'SELECT replica_gate.staleness()'),
+	'00:00:00', 'staleness is 0 on a primary');
+
+# --- idle cluster: the bound stays small, the apparent lag grows -----------
+my $max_bound = 0;
+my ($bound, $apparent);
+for (1 .. 10)
+{
+	sleep 1;
+	($bound, $apparent) = split /\|/,
+	  $standby->safe_psql('postgres', "SELECT $bound_ms, $apparent_ms");
+	$max_bound = $bound if $bound > $max_bound;
+}
+cmp_ok($apparent, '>', 9000,
+	"idle for 10 s: now() - pg_last_xact_replay_timestamp() grew to ${apparent} ms");
+cmp_ok($max_bound, '<', 2000,
+	"while the staleness bound stayed below 2 s (max ${max_bound} ms)");
+
+# --- replay held behind a commit: the bound covers the time behind ----------
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+my $t0 = [gettimeofday];
+my $lsn = $primary->safe_psql('postgres',
+	'INSERT INTO t VALUES (1); SELECT replica_gate.last_commit_lsn()');
+$primary->wait_for_catchup($standby->name, 'flush');
+sleep 3;
+$bound = $standby->safe_psql('postgres', "SELECT $bound_ms");
+my $behind = tv_interval($t0) * 1000;
+cmp_ok($bound, '>=', $behind - 100,
+	"paused behind a commit for ${behind} ms: bound ${bound} ms is at least that");
+
+my ($ret, $out, $err) = $standby->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT replica_gate.require_fresh('1s', 200)");
+like($err, qr/RG001: replica is not within 00:00:01 of the primary after 200 ms/,
+	'require_fresh raises RG001 when the bound is too large');
+is($standby->safe_psql('postgres', "SELECT replica_gate.fresh_within('1 hour', 0)"),
+	't', 'fresh_within passes a generous limit at once');
+is($standby->safe_psql('postgres', "SELECT replica_gate.fresh_within('1s', 100)"),
+	'f', 'fresh_within times out on a tight one');
+
+# status() while paused, with live waiters of both kinds.
+my $lw = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('$lsn', 60000)", 'lsn_waiter');
+my $fw = rg_bg_start($standby, "SELECT replica_gate.fresh_within('1s', 60000)", 'fresh_waiter');
+rg_pid_of($standby, 'lsn_waiter');
+rg_pid_of($standby, 'fresh_waiter');
+is( $standby->safe_psql('postgres',
+		'SELECT role, replay_paused, streaming, timeline, waiters, insert_lsn IS NULL, replay_lsn < receive_lsn FROM replica_gate.status()'
+	),
+	'standby|t|t|1|2|t|t',
+	'status(): standby, paused, streaming, timeline 1, two waiters, replay behind receive');
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+rg_bg_finish($lw);
+rg_bg_finish($fw);
+is("$lw->{stdout} $fw->{stdout}", 't t', 'both waiters pass once replay resumes');
+is($standby->safe_psql('postgres', 'SELECT waiters FROM replica_gate.status()'),
+	'0', 'status() shows no waiter afterwards');
+
+# Waiters that were cancelled or terminated leave no count behind.
+my $c = rg_bg_start($standby, "SELECT replica_gate.fresh_within('0', 60000)", 'cancel_me');
+my $k = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 60000)", 'kill_me');
+my $cpid = rg_pid_of($standby, 'cancel_me');
+my $kpid = rg_pid_of($standby, 'kill_me');
+is($standby->safe_psql('postgres', 'SELECT waiters FROM replica_gate.status()'),
+	'2', 'two live waiters');
+$standby->safe_psql('postgres',
+	"SELECT pg_cancel_backend($cpid), pg_terminate_backend($kpid)");
+rg_bg_finish($c);
+rg_bg_finish($k);
+ok($standby->poll_query_until('postgres', 'SELECT waiters = 0 FROM replica_gate.status()'),
+	'none left after cancel and terminate');
+
+is( $primary->safe_psql('postgres',
+		'SELECT role, replay_lsn IS NULL, insert_lsn >= flush_lsn, timeline, staleness FROM replica_gate.status()'
+	),
+	'primary|t|t|1|00:00:00',
+	'status() on the primary');
+
+# --- stats: a known sequence -------------------------------------------------
+$standby->safe_psql('postgres', 'SELECT replica_gate.stats_reset()');
+$standby->safe_psql('postgres',
+	"SELECT replica_gate.caught_up('$lsn'), replica_gate.wait_for_lsn('$lsn', 100)");   # 2 immediate
+$standby->safe_psql('postgres', "SELECT replica_gate.caught_up('FFFFFFFF/0')");         # failed check
+$standby->safe_psql('postgres', "SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 50)");  # slept, timeout
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+$lsn = $primary->safe_psql('postgres',
+	'INSERT INTO t VALUES (2); SELECT replica_gate.last_commit_lsn()');
+$lw = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('$lsn', 60000)", 'counted');
+rg_pid_of($standby, 'counted');
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+rg_bg_finish($lw);                                                                        # slept, reached
+$c = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 60000)", 'counted_cancel');
+$cpid = rg_pid_of($standby, 'counted_cancel');
+$standby->safe_psql('postgres', "SELECT pg_cancel_backend($cpid)");
+rg_bg_finish($c);                                                                         # slept, error
+is( $standby->safe_psql('postgres',
+		'SELECT calls, immediate, waits, timeouts, errors, waits_le_1ms + waits_le_10ms + waits_le_100ms + waits_le_1s + waits_le_10s + waits_gt_10s, max_wait_time >= 50, wait_time >= max_wait_time FROM replica_gate.stats'
+	),
+	'6|2|3|2|1|3|t|t',
+	'stats: 6 calls, 2 immediate, 3 waits, 2 timeouts, 1 error, 3 in the histogram');
+
+# --- privileges ----------------------------------------------------------------
+$primary->safe_psql('postgres',
+	'CREATE ROLE regress_plain LOGIN; CREATE ROLE regress_monitor LOGIN IN ROLE pg_monitor');
+$primary->wait_for_catchup($standby->name, 'replay');
+($ret, $out, $err) = $standby->psql('postgres',
+	'SELECT replica_gate.stats_reset()', extra_params => [ '-U', 'regress_plain' ]);
+like($err, qr/permission denied for function stats_reset/, 'a plain role cannot reset the stats');
+is( $standby->safe_psql('postgres',
+		'SELECT count(*) FROM replica_gate.status(), replica_gate.stats, replica_gate.staleness()',
+		extra_params => [ '-U', 'regress_plain' ]),
+	'1', 'but can read status, stats and staleness');
+($ret, $out, $err) = $standby->psql('postgres',
+	'SELECT replica_gate.stats_reset()', extra_params => [ '-U', 'regress_monitor' ]);
+is($ret, 0, 'a member of pg_monitor can reset the stats');
+
+$primary->stop;
+$standby->stop;
+done_testing();
