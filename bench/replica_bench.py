@@ -1,0 +1,381 @@
+#!/usr/bin/env python3
+"""replica_gate benchmarks against a live primary and streaming standby.
+
+bench/run starts the throwaway servers and calls this; it prints tables and
+writes CSV files to the output directory.  Parts:
+
+  ryw    read-your-writes workload through several routers
+  wake   wake-up latency of N waiters after replay resumes
+  idle   standby CPU while N waiters sit on an unreachable target
+  check  caught_up() against the bare SQL comparison (pgbench)
+"""
+import argparse
+import csv
+import os
+import random
+import statistics
+import subprocess
+import tempfile
+import threading
+import time
+
+import psycopg
+
+UNREACHABLE = "FFFFFFFF/0"
+
+
+def pct(values, p):
+    v = sorted(values)
+    return v[min(len(v) - 1, int(p * len(v)))] if v else float("nan")
+
+
+def connect(dsn):
+    return psycopg.connect(dsn, autocommit=True)
+
+
+def one(conn, sql, params=None):
+    return conn.execute(sql, params).fetchone()[0]
+
+
+def wait_replayed(primary, standby):
+    """Wait until the standby has replayed everything the primary wrote."""
+    lsn = one(primary, "SELECT pg_current_wal_lsn()")
+    while not one(standby, "SELECT pg_last_wal_replay_lsn() >= %s", (lsn,)):
+        time.sleep(0.05)
+
+
+def set_delay(args, delay):
+    """Set recovery_min_apply_delay on the standby (it is reloadable)."""
+    with connect(args.standby) as c:
+        c.execute(f"ALTER SYSTEM SET recovery_min_apply_delay = '{delay}'")
+        c.execute("SELECT pg_reload_conf()")
+    time.sleep(0.5)
+
+
+def write_csv(args, name, rows):
+    path = os.path.join(args.out, name)
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0].keys()))
+        w.writeheader()
+        w.writerows(rows)
+    print(f"(written to {path})")
+
+
+def print_table(rows):
+    cols = list(rows[0].keys())
+    width = {c: max(len(c), *(len(str(r[c])) for r in rows)) for c in cols}
+    print("  ".join(c.rjust(width[c]) for c in cols))
+    for r in rows:
+        print("  ".join(str(r[c]).rjust(width[c]) for c in cols))
+
+
+# --- 1. read-your-writes -----------------------------------------------------
+
+def make_ops(seed, users, nops, p_write, p_read_after_write):
+    """A seeded op stream: (user, 'w'|'r'); some reads follow a write at once."""
+    rng = random.Random(seed)
+    ops = []
+    while len(ops) < nops:
+        user = rng.randrange(users)
+        if rng.random() < p_write:
+            ops.append((user, "w"))
+            if rng.random() < p_read_after_write:
+                ops.append((user, "r"))
+        else:
+            ops.append((user, "r"))
+    return ops
+
+
+class Session:
+    """One application thread: its own primary and standby connections."""
+
+    def __init__(self, args):
+        self.primary = connect(args.primary)
+        self.standby = connect(args.standby)
+        self.gate = psycopg.ClientCursor(self.standby)
+
+    def close(self):
+        self.primary.close()
+        self.standby.close()
+
+    def read_primary(self, user):
+        return one(self.primary, "SELECT v FROM profile WHERE id = %s", (user,)), False
+
+    def read_standby(self, user):
+        return one(self.standby, "SELECT v FROM profile WHERE id = %s", (user,)), True
+
+
+def route(policy, s, user, state):
+    """Serve one read under a routing policy; returns (value, on_standby)."""
+    token, written_at = state.get("token"), state.get("at", 0.0)
+    if policy == "primary":
+        return s.read_primary(user)
+    if policy == "naive":
+        return s.read_standby(user)
+    if policy == "pin_2s":
+        if time.monotonic() - written_at < 2.0:
+            return s.read_primary(user)
+        return s.read_standby(user)
+    if policy == "check":
+        if one(s.standby, "SELECT replica_gate.caught_up(%s)", (token,)):
+            return s.read_standby(user)
+        return s.read_primary(user)
+    budget = int(policy.split("_")[1])           # wait_<budget ms>
+    try:
+        s.gate.execute("SELECT replica_gate.require_lsn(%s, %s); "
+                       "SELECT v FROM profile WHERE id = %s", (token, budget, user))
+        s.gate.nextset()
+        return s.gate.fetchone()[0], True
+    except psycopg.Error as e:
+        if e.sqlstate != "RG001":
+            raise
+        return s.read_primary(user)
+
+
+def run_policy(args, policy, ops):
+    threads = args.threads
+    results = [[] for _ in range(threads)]      # (latency_ms, on_standby, stale)
+    errors = []
+
+    def worker(k):
+        s = Session(args)
+        state = {}                               # user -> {value, token, at}
+        think = random.Random(args.seed + k)
+        try:
+            for user, kind in ops:
+                if user % threads != k:
+                    continue
+                time.sleep(think.expovariate(1000.0 / args.think_ms))
+                st = state.setdefault(user, {"value": 0})
+                if kind == "w":
+                    st["value"] += 1
+                    s.primary.execute("UPDATE profile SET v = %s WHERE id = %s",
+                                      (st["value"], user))
+                    st["token"] = s.primary.info.parameter_status(
+                        "replica_gate.last_commit_lsn")
+                    st["at"] = time.monotonic()
+                else:
+                    t0 = time.perf_counter()
+                    value, here = route(policy, s, user, st)
+                    ms = (time.perf_counter() - t0) * 1000
+                    results[k].append((ms, here, value != st["value"]))
+        except Exception as e:                   # report, do not hide
+            errors.append(f"{policy}: {e}")
+        finally:
+            s.close()
+
+    with connect(args.primary) as p:
+        p.execute("UPDATE profile SET v = 0")
+        with connect(args.standby) as sb:
+            wait_replayed(p, sb)
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise SystemExit("\n".join(errors))
+    flat = [r for part in results for r in part]
+    lat = [r[0] for r in flat]
+    return {
+        "router": policy,
+        "reads": len(flat),
+        "stale": sum(r[2] for r in flat),
+        "stale_pct": round(100.0 * sum(r[2] for r in flat) / len(flat), 1),
+        "on_standby_pct": round(100.0 * sum(r[1] for r in flat) / len(flat), 1),
+        "p50_ms": round(pct(lat, 0.50), 2),
+        "p99_ms": round(pct(lat, 0.99), 2),
+    }
+
+
+def part_ryw(args):
+    print(f"\n== 1. read-your-writes: {args.users} users, {args.ops} ops, apply delay "
+          f"{args.delay}, {args.threads} threads, think {args.think_ms} ms, seed {args.seed}")
+    set_delay(args, args.delay)
+    ops = make_ops(args.seed, args.users, args.ops, 0.35, 0.6)
+    policies = ["naive", "pin_2s", "check"] + \
+        [f"wait_{b}" for b in args.budgets] + ["primary"]
+    rows = [run_policy(args, p, ops) for p in policies]
+    print_table(rows)
+    write_csv(args, "ryw.csv", rows)
+    set_delay(args, "0")
+
+
+# --- 2. wake latency -----------------------------------------------------------
+
+WAITERS = {
+    "gate": "SELECT replica_gate.wait_for_lsn(%s, 60000), clock_timestamp()",
+    "loop_1ms": "SELECT bench_poll(%s, 0.001, 60), clock_timestamp()",
+    "loop_10ms": "SELECT bench_poll(%s, 0.01, 60), clock_timestamp()",
+}
+
+
+def start_waiters(args, method, n, target, require_all=True):
+    """Open n standby sessions that each wait for target; return the threads,
+    their results and how many had started within a minute."""
+    conns = [psycopg.connect(args.standby + " application_name=bench_waiter",
+                             autocommit=True) for _ in range(n)]
+    done = []
+
+    def waiter(c):
+        try:
+            done.append(c.execute(WAITERS[method], (target,)).fetchone()[1])
+        except psycopg.errors.QueryCanceled:
+            pass                                 # part 3 ends its waiters so
+        finally:
+            c.close()
+
+    ts = [threading.Thread(target=waiter, args=(c,)) for c in conns]
+    for t in ts:
+        t.start()
+    deadline = time.monotonic() + 60
+    with connect(args.standby) as mon:
+        while True:
+            started = one(mon, "SELECT count(*) FROM pg_stat_activity WHERE "
+                               "application_name = 'bench_waiter' AND state = 'active'")
+            if started == n or time.monotonic() > deadline:
+                break
+            time.sleep(0.02)
+    if started < n and require_all:
+        raise SystemExit(f"only {started} of {n} {method} waiters started")
+    return ts, done, started
+
+
+def part_wake(args):
+    print("\n== 2. wake latency: N waiters, replay paused, then resumed "
+          "(ms from resume to each waiter's return, server clock)")
+    rows = []
+    with connect(args.primary) as p, connect(args.standby) as sb:
+        for n in args.wake_n:
+            for method in WAITERS:
+                lat = []
+                for _ in range(args.wake_rounds):
+                    sb.execute("SELECT pg_wal_replay_pause()")
+                    while one(sb, "SELECT pg_get_wal_replay_pause_state()") != "paused":
+                        time.sleep(0.01)
+                    p.execute("UPDATE profile SET v = v + 1 WHERE id = 0")
+                    token = p.info.parameter_status("replica_gate.last_commit_lsn")
+                    ts, done, _ = start_waiters(args, method, n, token)
+                    time.sleep(0.2)
+                    t0 = sb.execute("SELECT clock_timestamp(), pg_wal_replay_resume()").fetchone()[0]
+                    for t in ts:
+                        t.join()
+                    lat += [(d - t0).total_seconds() * 1000 for d in done]
+                rows.append({"waiters": n, "method": method, "samples": len(lat),
+                             "p50_ms": round(pct(lat, 0.5), 2),
+                             "p99_ms": round(pct(lat, 0.99), 2),
+                             "max_ms": round(max(lat), 2)})
+    print_table(rows)
+    write_csv(args, "wake.csv", rows)
+
+
+# --- 3. idle cost ------------------------------------------------------------------
+
+def standby_ticks(pid):
+    """CPU ticks (utime + stime) of the standby postmaster and its children."""
+    pids = [pid] + subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
+                                  text=True).stdout.split()
+    ticks = {}
+    for p in pids:
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            ticks[p] = int(fields[11]) + int(fields[12])
+        except OSError:
+            pass
+    return ticks
+
+
+def cpu_ms(pid, seconds):
+    a = standby_ticks(pid)
+    time.sleep(seconds)
+    b = standby_ticks(pid)
+    hz = os.sysconf("SC_CLK_TCK")
+    return sum(b[p] - a[p] for p in a if p in b) * 1000.0 / hz
+
+
+def part_idle(args):
+    print(f"\n== 3. idle cost: standby CPU over {args.idle_seconds} s while N waiters "
+          "sit on an unreachable target")
+    ms = cpu_ms(args.standby_pid, args.idle_seconds)
+    rows = [{"waiters": 0, "method": "none", "started": 0, "cpu_ms": round(ms),
+             "pct_of_core": round(ms / (10 * args.idle_seconds), 2)}]
+    for n in args.idle_n:
+        for method in WAITERS:
+            # a polling loop can load the machine so that not all of them start
+            ts, _, started = start_waiters(args, method, n, UNREACHABLE, False)
+            ms = cpu_ms(args.standby_pid, args.idle_seconds)
+            rows.append({"waiters": n, "method": method, "started": started,
+                         "cpu_ms": round(ms),
+                         "pct_of_core": round(ms / (10 * args.idle_seconds), 2)})
+            with connect(args.standby) as sb:
+                sb.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                           "WHERE application_name = 'bench_waiter'")
+            for t in ts:
+                t.join()
+    print_table(rows)
+    write_csv(args, "idle.csv", rows)
+
+
+# --- 4. check cost -------------------------------------------------------------------
+
+def pgbench_tps(args, sql, seconds):
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write(sql + "\n")
+    out = subprocess.run(["pgbench", "-n", "-c", "2", "-j", "2", "-T", str(seconds),
+                          "-f", f.name, args.standby],
+                         capture_output=True, text=True, check=True).stdout
+    os.unlink(f.name)
+    return float(next(l.split()[2] for l in out.splitlines() if l.startswith("tps")))
+
+
+def part_check(args):
+    print("\n== 4. check cost on the standby (pgbench, rounds interleaved)")
+    lsn = "0/1"
+    a_sql = f"SELECT replica_gate.caught_up('{lsn}');"
+    b_sql = f"SELECT pg_last_wal_replay_lsn() >= '{lsn}';"
+    rows, ratios = [], []
+    for r in range(args.check_rounds):
+        a = pgbench_tps(args, a_sql, args.check_seconds)
+        b = pgbench_tps(args, b_sql, args.check_seconds)
+        ratios.append(a / b)
+        rows.append({"round": r + 1, "caught_up_tps": round(a), "bare_sql_tps": round(b),
+                     "ratio": round(a / b, 3)})
+    print_table(rows)
+    print(f"median ratio caught_up / bare SQL: {statistics.median(ratios):.3f}")
+    write_csv(args, "check.csv", rows)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--primary", required=True)
+    ap.add_argument("--standby", required=True)
+    ap.add_argument("--standby-pid", type=int, required=True)
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--parts", default="ryw,wake,idle,check")
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--users", type=int, default=300)
+    ap.add_argument("--ops", type=int, default=4400)
+    ap.add_argument("--threads", type=int, default=16)
+    ap.add_argument("--think-ms", type=float, default=20.0,
+                    help="mean pause of a thread between two operations")
+    ap.add_argument("--delay", default="250ms")
+    ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")],
+                    default=[0, 100, 250, 500])
+    ap.add_argument("--wake-n", type=lambda s: [int(x) for x in s.split(",")],
+                    default=[1, 50, 200])
+    ap.add_argument("--wake-rounds", type=int, default=3)
+    ap.add_argument("--idle-n", type=lambda s: [int(x) for x in s.split(",")],
+                    default=[50, 200])
+    ap.add_argument("--idle-seconds", type=int, default=10)
+    ap.add_argument("--check-rounds", type=int, default=3)
+    ap.add_argument("--check-seconds", type=int, default=5)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    parts = {"ryw": part_ryw, "wake": part_wake, "idle": part_idle, "check": part_check}
+    for name in args.parts.split(","):
+        parts[name](args)
+
+
+if __name__ == "__main__":
+    main()
