@@ -27,17 +27,24 @@ static const int64 rg_hist_bounds_ms[] = {1, 10, 100, 1000, 10000};
 
 #define RG_HIST_BUCKETS (lengthof(rg_hist_bounds_ms) + 1)
 
+/* The cumulative counters, in the order of the stats() columns. */
+enum
+{
+	RG_CALLS,
+	RG_IMMEDIATE,
+	RG_WAITS,
+	RG_TIMEOUTS,
+	RG_ERRORS,
+	RG_WAIT_TIME_US,
+	RG_MAX_WAIT_US,
+	RG_HIST,					/* RG_HIST_BUCKETS histogram buckets */
+	RG_NCOUNTERS = RG_HIST + RG_HIST_BUCKETS
+};
+
 typedef struct RgStats
 {
 	pg_atomic_uint32 sleeping;	/* backends sleeping in a gate now */
-	pg_atomic_uint64 calls;
-	pg_atomic_uint64 immediate;
-	pg_atomic_uint64 waits;
-	pg_atomic_uint64 timeouts;
-	pg_atomic_uint64 errors;
-	pg_atomic_uint64 wait_time_us;
-	pg_atomic_uint64 max_wait_us;
-	pg_atomic_uint64 hist[RG_HIST_BUCKETS];
+	pg_atomic_uint64 counter[RG_NCOUNTERS];
 	pg_atomic_uint64 reset_time;	/* TimestampTz of the last reset */
 } RgStats;
 
@@ -53,22 +60,6 @@ rg_stats_shmem_size(void)
 	return sizeof(RgStats);
 }
 
-/* Zero the counters (not "sleeping", which tracks live backends). */
-static void
-rg_stats_zero(void)
-{
-	pg_atomic_write_u64(&rg_stats->calls, 0);
-	pg_atomic_write_u64(&rg_stats->immediate, 0);
-	pg_atomic_write_u64(&rg_stats->waits, 0);
-	pg_atomic_write_u64(&rg_stats->timeouts, 0);
-	pg_atomic_write_u64(&rg_stats->errors, 0);
-	pg_atomic_write_u64(&rg_stats->wait_time_us, 0);
-	pg_atomic_write_u64(&rg_stats->max_wait_us, 0);
-	for (int i = 0; i < RG_HIST_BUCKETS; i++)
-		pg_atomic_write_u64(&rg_stats->hist[i], 0);
-	pg_atomic_write_u64(&rg_stats->reset_time, (uint64) GetCurrentTimestamp());
-}
-
 /*
  * rg_stats_shmem_init
  *		Create or attach to the counters; called with AddinShmemInitLock held.
@@ -82,16 +73,15 @@ rg_stats_shmem_init(void)
 	if (found)
 		return;
 	pg_atomic_init_u32(&rg_stats->sleeping, 0);
-	pg_atomic_init_u64(&rg_stats->calls, 0);
-	pg_atomic_init_u64(&rg_stats->immediate, 0);
-	pg_atomic_init_u64(&rg_stats->waits, 0);
-	pg_atomic_init_u64(&rg_stats->timeouts, 0);
-	pg_atomic_init_u64(&rg_stats->errors, 0);
-	pg_atomic_init_u64(&rg_stats->wait_time_us, 0);
-	pg_atomic_init_u64(&rg_stats->max_wait_us, 0);
-	for (int i = 0; i < RG_HIST_BUCKETS; i++)
-		pg_atomic_init_u64(&rg_stats->hist[i], 0);
+	for (int i = 0; i < RG_NCOUNTERS; i++)
+		pg_atomic_init_u64(&rg_stats->counter[i], 0);
 	pg_atomic_init_u64(&rg_stats->reset_time, (uint64) GetCurrentTimestamp());
+}
+
+static inline void
+rg_stats_add(int counter, uint64 n)
+{
+	pg_atomic_fetch_add_u64(&rg_stats->counter[counter], n);
 }
 
 /* A gate is about to sleep for the first time. */
@@ -118,31 +108,32 @@ rg_stats_count(RgWaitResult result, TimestampTz slept_since)
 	if (rg_stats == NULL)
 		return;
 
-	pg_atomic_fetch_add_u64(&rg_stats->calls, 1);
+	rg_stats_add(RG_CALLS, 1);
 	if (result == RG_WAIT_TIMEOUT)
-		pg_atomic_fetch_add_u64(&rg_stats->timeouts, 1);
+		rg_stats_add(RG_TIMEOUTS, 1);
 	else if (result != RG_WAIT_REACHED)
-		pg_atomic_fetch_add_u64(&rg_stats->errors, 1);
+		rg_stats_add(RG_ERRORS, 1);
 
 	if (slept_since == 0)
 	{
 		if (result == RG_WAIT_REACHED)
-			pg_atomic_fetch_add_u64(&rg_stats->immediate, 1);
+			rg_stats_add(RG_IMMEDIATE, 1);
 		return;
 	}
 
 	pg_atomic_fetch_sub_u32(&rg_stats->sleeping, 1);
-	pg_atomic_fetch_add_u64(&rg_stats->waits, 1);
+	rg_stats_add(RG_WAITS, 1);
 	us = (uint64) Max(GetCurrentTimestamp() - slept_since, 0);
-	pg_atomic_fetch_add_u64(&rg_stats->wait_time_us, us);
-	max = pg_atomic_read_u64(&rg_stats->max_wait_us);
+	rg_stats_add(RG_WAIT_TIME_US, us);
+	max = pg_atomic_read_u64(&rg_stats->counter[RG_MAX_WAIT_US]);
 	while (us > max &&
-		   !pg_atomic_compare_exchange_u64(&rg_stats->max_wait_us, &max, us))
+		   !pg_atomic_compare_exchange_u64(&rg_stats->counter[RG_MAX_WAIT_US],
+										   &max, us))
 		;
 	for (bucket = 0; bucket < lengthof(rg_hist_bounds_ms); bucket++)
 		if (us <= (uint64) rg_hist_bounds_ms[bucket] * 1000)
 			break;
-	pg_atomic_fetch_add_u64(&rg_stats->hist[bucket], 1);
+	rg_stats_add(RG_HIST + bucket, 1);
 }
 
 /* Backends sleeping in a gate right now (0 without preload). */
@@ -171,25 +162,26 @@ Datum
 rg_stats_sql(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[8 + RG_HIST_BUCKETS];
-	bool		nulls[8 + RG_HIST_BUCKETS] = {0};
-	int			n = 0;
+	Datum		values[RG_NCOUNTERS + 1];
+	bool		nulls[RG_NCOUNTERS + 1] = {0};
 
 	rg_stats_require_preload();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 	Assert(tupdesc->natts == lengthof(values));
 
-	values[n++] = Int64GetDatum(pg_atomic_read_u64(&rg_stats->calls));
-	values[n++] = Int64GetDatum(pg_atomic_read_u64(&rg_stats->immediate));
-	values[n++] = Int64GetDatum(pg_atomic_read_u64(&rg_stats->waits));
-	values[n++] = Int64GetDatum(pg_atomic_read_u64(&rg_stats->timeouts));
-	values[n++] = Int64GetDatum(pg_atomic_read_u64(&rg_stats->errors));
-	values[n++] = Float8GetDatum(pg_atomic_read_u64(&rg_stats->wait_time_us) / 1000.0);
-	values[n++] = Float8GetDatum(pg_atomic_read_u64(&rg_stats->max_wait_us) / 1000.0);
-	for (int i = 0; i < RG_HIST_BUCKETS; i++)
-		values[n++] = Int64GetDatum(pg_atomic_read_u64(&rg_stats->hist[i]));
-	values[n++] = TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&rg_stats->reset_time));
+	for (int i = 0; i < RG_NCOUNTERS; i++)
+	{
+		uint64		v = pg_atomic_read_u64(&rg_stats->counter[i]);
+
+		/* times are shown in milliseconds, like pg_stat_statements */
+		if (i == RG_WAIT_TIME_US || i == RG_MAX_WAIT_US)
+			values[i] = Float8GetDatum(v / 1000.0);
+		else
+			values[i] = Int64GetDatum((int64) v);
+	}
+	values[RG_NCOUNTERS] =
+		TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&rg_stats->reset_time));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
@@ -202,7 +194,9 @@ Datum
 rg_stats_reset(PG_FUNCTION_ARGS)
 {
 	rg_stats_require_preload();
-	rg_stats_zero();
+	for (int i = 0; i < RG_NCOUNTERS; i++)
+		pg_atomic_write_u64(&rg_stats->counter[i], 0);
+	pg_atomic_write_u64(&rg_stats->reset_time, (uint64) GetCurrentTimestamp());
 	PG_RETURN_VOID();
 }
 
