@@ -247,7 +247,7 @@ def part_wake(args):
     rows = []
     with connect(args.primary) as p, connect(args.standby) as sb:
         for n in args.wake_n:
-            for method in WAITERS:
+            for method in args.wake_methods:
                 lat = []
                 for _ in range(args.wake_rounds):
                     sb.execute("SELECT pg_wal_replay_pause()")
@@ -365,6 +365,8 @@ def main():
     ap.add_argument("--wake-n", type=lambda s: [int(x) for x in s.split(",")],
                     default=[1, 50, 200])
     ap.add_argument("--wake-rounds", type=int, default=3)
+    ap.add_argument("--wake-methods", type=lambda s: s.split(","),
+                    default=list(WAITERS), help="gate,loop_1ms,loop_10ms")
     ap.add_argument("--idle-n", type=lambda s: [int(x) for x in s.split(",")],
                     default=[50, 200])
     ap.add_argument("--idle-seconds", type=int, default=10)
