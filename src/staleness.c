@@ -20,10 +20,8 @@
 #include "access/htup_details.h"
 #include "fmgr.h"
 #include "funcapi.h"
-#include "miscadmin.h"
 #include "replication/walreceiver.h"
 #include "storage/ipc.h"
-#include "storage/latch.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/pg_lsn.h"
@@ -124,11 +122,13 @@ rg_limit_us(Interval *limit)
 	return us;
 }
 
-/* Error and exit cleanup of a bounded-staleness wait. */
-static void
-rg_fresh_cleanup(int code, Datum arg)
+/* Is the bound known and within limit_us?  Sets *bound_us (-1: unknown). */
+static bool
+rg_fresh_enough(int64 limit_us, int64 *bound_us)
 {
-	rg_stats_count(RG_WAIT_ERROR, DatumGetTimestampTz(arg));
+	if (!rg_staleness_us(bound_us))
+		*bound_us = -1;
+	return *bound_us >= 0 && *bound_us <= limit_us;
 }
 
 /*
@@ -146,48 +146,32 @@ rg_wait_fresh(int64 limit_us, int timeout_ms, int64 *bound_us)
 	TimestampTz start;
 	TimestampTz deadline;
 
-	if (!rg_staleness_us(bound_us))
-		*bound_us = -1;
-	if ((*bound_us >= 0 && *bound_us <= limit_us) || timeout_ms <= 0)
-	{
-		result = (*bound_us >= 0 && *bound_us <= limit_us) ?
-			RG_WAIT_REACHED : RG_WAIT_TIMEOUT;
-		rg_stats_count(result, 0);
+	if (rg_gate_decided(rg_fresh_enough(limit_us, bound_us), timeout_ms,
+						&result, &start, &deadline))
 		return result;
-	}
 
-	start = GetCurrentTimestamp();
-	deadline = TimestampTzPlusMilliseconds(start, timeout_ms);
-	rg_stats_sleep_begin();
-
-	PG_ENSURE_ERROR_CLEANUP(rg_fresh_cleanup, TimestampTzGetDatum(start));
+	PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, TimestampTzGetDatum(start));
 	{
 		for (;;)
 		{
 			long		remaining;
 
-			if (!rg_staleness_us(bound_us))
-				*bound_us = -1;
-			if (*bound_us >= 0 && *bound_us <= limit_us)
+			if (rg_fresh_enough(limit_us, bound_us))
 			{
 				result = RG_WAIT_REACHED;
 				break;
 			}
-			remaining = (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
+			remaining = rg_gate_remaining_ms(deadline);
 			if (remaining <= 0)
 			{
 				result = RG_WAIT_TIMEOUT;
 				break;
 			}
-			(void) WaitLatch(MyLatch,
-							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 Min(remaining, RG_FRESH_RECHECK_MS),
-							 RG_WAIT_EVENT(rg_fresh_event, "ReplicaGateWaitFresh"));
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
+			rg_gate_sleep(Min(remaining, RG_FRESH_RECHECK_MS),
+						  RG_WAIT_EVENT(rg_fresh_event, "ReplicaGateWaitFresh"));
 		}
 	}
-	PG_END_ENSURE_ERROR_CLEANUP(rg_fresh_cleanup, TimestampTzGetDatum(start));
+	PG_END_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, TimestampTzGetDatum(start));
 	rg_stats_count(result, start);
 	return result;
 }

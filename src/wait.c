@@ -57,11 +57,62 @@ rg_check_xact_snapshot(const char *gate_name)
 }
 
 /*
- * Error and exit cleanup for rg_wait_for_lsn: leave the registry, count the
- * wait as ended by an error.  "arg" is when the wait started sleeping.
+ * rg_gate_decided
+ *		Shared start of the gates' wait loops.  When the first check already
+ *		decides the gate (it passed, or the timeout is 0), count the call and
+ *		return true with *result set.  Otherwise the gate is about to sleep:
+ *		set *start and *deadline and return false; the caller then waits
+ *		under PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, start).
  */
-static void
-rg_wait_cleanup(int code, Datum arg)
+bool
+rg_gate_decided(bool passed, int timeout_ms, RgWaitResult *result,
+				TimestampTz *start, TimestampTz *deadline)
+{
+	if (passed || timeout_ms <= 0)
+	{
+		*result = passed ? RG_WAIT_REACHED : RG_WAIT_TIMEOUT;
+		rg_stats_count(*result, 0);
+		return true;
+	}
+	*start = GetCurrentTimestamp();
+	*deadline = TimestampTzPlusMilliseconds(*start, timeout_ms);
+	rg_stats_sleep_begin();
+	return false;
+}
+
+/*
+ * rg_gate_remaining_ms
+ *		Time left until deadline, rounded up so that a wait never spins on a
+ *		0 ms sleep; <= 0 when it has passed.
+ */
+long
+rg_gate_remaining_ms(TimestampTz deadline)
+{
+	return (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
+}
+
+/*
+ * rg_gate_sleep
+ *		Sleep on our latch for at most "ms", then reset it and process
+ *		interrupts; the caller re-checks its condition afterwards.
+ */
+void
+rg_gate_sleep(long ms, uint32 wait_event)
+{
+	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+					 ms, wait_event);
+	ResetLatch(MyLatch);
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * rg_gate_cleanup
+ *		Error and exit cleanup of a sleeping gate: leave the registry (a no-op
+ *		if not linked) and count the wait as ended by an error.  "arg" is
+ *		when the gate started sleeping.
+ */
+void
+rg_gate_cleanup(int code, Datum arg)
 {
 	rg_registry_unlink();
 	rg_stats_count(RG_WAIT_ERROR, DatumGetTimestampTz(arg));
@@ -114,18 +165,11 @@ rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
 		return rg_wait_on_primary(target, replayed);
 
 	*replayed = GetXLogReplayRecPtr(NULL);
-	if (*replayed >= target || timeout_ms <= 0)
-	{
-		result = (*replayed >= target) ? RG_WAIT_REACHED : RG_WAIT_TIMEOUT;
-		rg_stats_count(result, 0);
+	if (rg_gate_decided(*replayed >= target, timeout_ms, &result,
+						&start, &deadline))
 		return result;
-	}
 
-	start = GetCurrentTimestamp();
-	deadline = TimestampTzPlusMilliseconds(start, timeout_ms);
-	rg_stats_sleep_begin();
-
-	PG_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, TimestampTzGetDatum(start));
+	PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, TimestampTzGetDatum(start));
 	{
 		linked = rg_registry_link(target);
 		for (;;)
@@ -152,8 +196,7 @@ rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
 				break;
 			}
 
-			/* in ms, rounded up so that we never spin on a 0 ms sleep */
-			remaining = (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
+			remaining = rg_gate_remaining_ms(deadline);
 			if (remaining <= 0)
 			{
 				result = RG_WAIT_TIMEOUT;
@@ -166,15 +209,11 @@ rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
 			if (!linked)
 				remaining = Min(remaining, rg_poll_interval);
 
-			(void) WaitLatch(MyLatch,
-							 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-							 remaining,
-							 RG_WAIT_EVENT(rg_wait_event, "ReplicaGateWaitReplay"));
-			ResetLatch(MyLatch);
-			CHECK_FOR_INTERRUPTS();
+			rg_gate_sleep(remaining,
+						  RG_WAIT_EVENT(rg_wait_event, "ReplicaGateWaitReplay"));
 		}
 	}
-	PG_END_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, TimestampTzGetDatum(start));
+	PG_END_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, TimestampTzGetDatum(start));
 	rg_registry_unlink();
 	rg_stats_count(result, start);
 
