@@ -7,6 +7,7 @@
 EXTENSION = replica_gate
 MODULE_big = replica_gate
 OBJS = \
+	src/arrival.o \
 	src/gate.o \
 	src/registry.o \
 	src/replica_gate.o \

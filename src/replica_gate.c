@@ -27,7 +27,7 @@ RG_MODULE_MAGIC;
 
 int			rg_default_timeout = 1000;
 int			rg_max_timeout = 60000;
-int			rg_poll_interval = 1;
+double		rg_poll_interval = 0.5;
 
 void		_PG_init(void);
 
@@ -56,14 +56,14 @@ rg_define_settings(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 
-	DefineCustomIntVariable("replica_gate.poll_interval",
-							"How often the replay position is polled where no wake-up signal exists.",
-							"Used by the replay watcher on PostgreSQL 13 to 15 (and where max_wal_senders = 0), and by each waiting backend when the library is not preloaded.",
-							&rg_poll_interval,
-							1, 1, 1000,
-							PGC_SIGHUP,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
+	DefineCustomRealVariable("replica_gate.poll_interval",
+							 "How often the replay position is polled where no wake-up signal exists.",
+							 "Used by the replay watcher on PostgreSQL 13 to 15 (and where max_wal_senders = 0) while WAL is pending, and by each waiting backend when the library is not preloaded (rounded up to whole milliseconds there).",
+							 &rg_poll_interval,
+							 0.5, 0.1, 1000.0,
+							 PGC_SIGHUP,
+							 GUC_UNIT_MS,
+							 NULL, NULL, NULL);
 }
 
 /*

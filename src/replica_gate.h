@@ -18,7 +18,7 @@
 /* Settings (replica_gate.c). */
 extern int	rg_default_timeout;
 extern int	rg_max_timeout;
-extern int	rg_poll_interval;
+extern double rg_poll_interval;
 
 /* Shared memory of the registry and the statistics (shmem.c). */
 extern void rg_shmem_install_hooks(void);
@@ -52,6 +52,10 @@ extern int	rg_stats_sleeping(void);
 
 /* The replay watcher background worker (worker.c). */
 extern void rg_worker_register(void);
+
+/* Notice of WAL arriving in pg_wal, for the watcher (arrival.c). */
+extern int	rg_arrival_open(void);
+extern bool rg_arrival_drain(int fd);
 
 /* Waiting for replay (wait.c). */
 extern int	rg_effective_timeout(bool isnull, int32 timeout_ms);

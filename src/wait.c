@@ -9,6 +9,8 @@
  */
 #include "postgres.h"
 
+#include <math.h>
+
 #include "access/xact.h"
 #include "miscadmin.h"
 #include "storage/ipc.h"
@@ -207,7 +209,7 @@ rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
 			if (linked && !rg_registry_is_linked())
 				linked = false;
 			if (!linked)
-				remaining = Min(remaining, rg_poll_interval);
+				remaining = Min(remaining, (long) ceil(rg_poll_interval));
 
 			rg_gate_sleep(remaining,
 						  RG_WAIT_EVENT(rg_wait_event, "ReplicaGateWaitReplay"));

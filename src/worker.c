@@ -7,10 +7,14 @@
  * It sleeps without a timeout while nobody waits.  While someone waits, on
  * PostgreSQL 16 and later it sleeps on WalSndCtl->wal_replay_cv, which the
  * startup process broadcasts after every replayed record (when hot_standby is
- * on and max_wal_senders > 0); elsewhere it polls the replay position every
- * replica_gate.poll_interval, because 13 to 15 give an extension no signal
- * on replay.  When recovery ends it wakes everyone, so that waiters can
- * tell whether their target was replayed before the promotion.
+ * on and max_wal_senders > 0).  Elsewhere nothing signals replay to an
+ * extension, so it polls the replay position every replica_gate.poll_interval
+ * -- but only while replay can advance: while WAL that was received is not
+ * replayed yet, or replay moved, or new WAL just arrived in pg_wal (see
+ * arrival.c).  When none of that holds it sleeps until WAL arrives.
+ *
+ * When recovery ends it wakes everyone, so that waiters can tell whether
+ * their target was replayed before the promotion.
  *
  *-------------------------------------------------------------------------
  */
@@ -19,11 +23,12 @@
 #include "miscadmin.h"
 #include "postmaster/bgworker.h"
 #include "postmaster/interrupt.h"
+#include "replication/walreceiver.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
+#include "storage/pmsignal.h"
 #include "tcop/tcopprot.h"
 #if PG_VERSION_NUM >= 160000
-#include "replication/walreceiver.h"
 #include "replication/walsender_private.h"
 #include "storage/condition_variable.h"
 #endif
@@ -37,10 +42,22 @@
  */
 #define RG_REPLAY_CV_RECHECK_MS		1000
 
+/*
+ * How long the polling watcher sleeps, while no WAL is pending, before
+ * re-checking anyway: a safety net in case a WAL arrival went unnoticed.
+ */
+#define RG_QUIET_RECHECK_MS			1000
+
 PGDLLEXPORT void rg_worker_main(Datum main_arg);
 
 static uint32 rg_idle_event = 0;
 static uint32 rg_watch_event = 0;
+
+/* Notifications of WAL arriving in pg_wal (arrival.c), or -1. */
+static int	rg_arrival_fd = -1;
+
+/* The replay position at the previous poll. */
+static XLogRecPtr rg_last_replayed = InvalidXLogRecPtr;
 
 /*
  * rg_worker_register
@@ -69,30 +86,81 @@ rg_worker_exit(int code, Datum arg)
 	rg_registry_detach_watcher();
 }
 
+/* Does the watcher sleep on the replay condition variable (16+)? */
+static bool
+rg_worker_uses_replay_cv(void)
+{
+#ifdef RG_HAVE_REPLAY_CV
+	return AllowCascadeReplication();
+#else
+	return false;
+#endif
+}
+
+/*
+ * rg_worker_wal_pending
+ *		While polling: can replay advance soon?  True when new WAL arrived in
+ *		pg_wal since the last call, replay moved since the last call, or the
+ *		walreceiver has written WAL beyond "replayed" (replay may be running,
+ *		delayed by recovery_min_apply_delay or paused).  Always true without
+ *		arrival notifications.
+ *
+ * The notifications are drained before the write position is read: WAL
+ * written after the drain leaves a notification that ends the next sleep,
+ * and WAL written before it either made us drain something or shows in the
+ * write position.
+ */
+static bool
+rg_worker_wal_pending(XLogRecPtr replayed)
+{
+	bool		arrived = rg_arrival_drain(rg_arrival_fd);
+	bool		moved = (replayed != rg_last_replayed);
+
+	rg_last_replayed = replayed;
+	return rg_arrival_fd < 0 || arrived || moved ||
+		GetWalRcvWriteRecPtr() > replayed;
+}
+
 /*
  * rg_worker_sleep
- *		Sleep until replay may have advanced, while someone waits.
+ *		Sleep until replay may have advanced past "replayed", while someone
+ *		waits.
  */
 static void
-rg_worker_sleep(void)
+rg_worker_sleep(XLogRecPtr replayed)
 {
 	uint32		event = RG_WAIT_EVENT(rg_watch_event, "ReplicaGateWatchReplay");
 
-#ifdef RG_HAVE_REPLAY_CV
-	if (AllowCascadeReplication())
+	if (rg_worker_uses_replay_cv())
 	{
 		/*
 		 * Leaves us on the CV's wait list between calls, so a broadcast that
 		 * arrives while we scan the registry is not lost.  It manages the
 		 * latch itself: do not reset it here.
 		 */
+#ifdef RG_HAVE_REPLAY_CV
 		(void) ConditionVariableTimedSleep(&WalSndCtl->wal_replay_cv,
 										   RG_REPLAY_CV_RECHECK_MS, event);
+#endif
 		return;
 	}
-#endif
-	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
-					 rg_poll_interval, event);
+	if (rg_worker_wal_pending(replayed))
+	{
+		/*
+		 * A plain sleep, because latch waits cannot be shorter than 1 ms.
+		 * Signals end it early; the loop handles them and the latch.
+		 */
+		pgstat_report_wait_start(event);
+		pg_usleep((long) (rg_poll_interval * 1000.0));
+		pgstat_report_wait_end();
+		if (!PostmasterIsAlive())
+			proc_exit(1);
+		return;
+	}
+	(void) WaitLatchOrSocket(MyLatch,
+							 WL_LATCH_SET | WL_SOCKET_READABLE | WL_TIMEOUT |
+							 WL_EXIT_ON_PM_DEATH,
+							 rg_arrival_fd, RG_QUIET_RECHECK_MS, event);
 	ResetLatch(MyLatch);
 }
 
@@ -118,10 +186,13 @@ rg_worker_main(Datum main_arg)
 		proc_exit(0);
 	}
 	before_shmem_exit(rg_worker_exit, 0);
+	if (!rg_worker_uses_replay_cv())
+		rg_arrival_fd = rg_arrival_open();
 
 	for (;;)
 	{
 		bool		in_recovery;
+		XLogRecPtr	replayed;
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -142,8 +213,9 @@ rg_worker_main(Datum main_arg)
 		}
 
 		in_recovery = RecoveryInProgress();
-		(void) rg_registry_wake(GetXLogReplayRecPtr(NULL), !in_recovery);
+		replayed = GetXLogReplayRecPtr(NULL);
+		(void) rg_registry_wake(replayed, !in_recovery);
 		if (in_recovery)
-			rg_worker_sleep();
+			rg_worker_sleep(replayed);
 	}
 }

@@ -66,7 +66,7 @@ SELECT function_privs_are('replica_gate', 'stats_reset', ARRAY[]::text[], 'pg_mo
 -- Settings and their defaults.
 SELECT is(current_setting('replica_gate.default_timeout'), '1s', 'default_timeout defaults to 1s');
 SELECT is(current_setting('replica_gate.max_timeout'), '1min', 'max_timeout defaults to 1min');
-SELECT is(current_setting('replica_gate.poll_interval'), '1ms', 'poll_interval defaults to 1ms');
+SELECT is(current_setting('replica_gate.poll_interval'), '500us', 'poll_interval defaults to 0.5 ms');
 SELECT is(current_setting('replica_gate.require_lsn'), '', 'require_lsn starts empty');
 SELECT results_eq(
 	$$SELECT name, context, coalesce(unit, '') FROM pg_settings WHERE name LIKE 'replica_gate.%' ORDER BY name$$,
