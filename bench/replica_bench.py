@@ -212,36 +212,38 @@ WAITERS = {
 }
 
 
+def wake_row(args, asleep, n, method):
+    """Run bench/wake.c for one configuration and summarize it."""
+    # at N = 1 a spinning probe session marks when replay passed the
+    # target; it takes a core, so only there
+    probe = 1 if n == 1 else 0
+    # at least 100 samples per row
+    rounds = max(args.wake_rounds, -(-100 // n))
+    out = subprocess.run([args.wake_bin, args.primary, args.standby, str(n), str(rounds),
+                          str(asleep), str(probe), WAITERS[method]],
+                         stdout=subprocess.PIPE, text=True, check=True).stdout
+    got = {"wake": {}, "cpu": {}, "probe": {}}
+    for line in out.split():
+        kind, rnd, ms = line.split(",")
+        got[kind].setdefault(rnd, []).append(float(ms))
+    lat = [v for r in got["wake"].values() for v in r]
+    cpu = [v for r in got["cpu"].values() for v in r]
+    above = [v - got["probe"][r][0] for r in got["probe"] for v in got["wake"][r]]
+    return {"asleep_ms": asleep, "waiters": n, "method": method, "samples": len(lat),
+            "p50_ms": round(pct(lat, 0.5), 2),
+            "p99_ms": round(pct(lat, 0.99), 2),
+            "max_ms": round(max(lat), 2),
+            "above_replay_p50_ms": round(pct(above, 0.5), 2) if above else "",
+            "above_replay_p99_ms": round(pct(above, 0.99), 2) if above else "",
+            "cpu_per_waiter_ms": round(statistics.mean(cpu), 3)}
+
+
 def part_wake(args):
-    print("\n== 2. wake latency: N waiters asleep for a while, replay paused, then resumed "
-          "(ms from resume to each waiter's return, server clock; bench/wake.c)")
-    rows = []
-    for asleep in args.wake_asleep:
-        for n in args.wake_n:
-            for method in args.wake_methods:
-                # at N = 1 a spinning probe session marks when replay passed
-                # the target; it takes a core, so only there
-                probe = 1 if n == 1 else 0
-                # at least 20 samples per row
-                rounds = max(args.wake_rounds, -(-20 // n))
-                out = subprocess.run([args.wake_bin, args.primary, args.standby, str(n),
-                                      str(rounds), str(asleep), str(probe),
-                                      WAITERS[method]],
-                                     stdout=subprocess.PIPE, text=True, check=True).stdout
-                got = {"wake": {}, "cpu": {}, "probe": {}}
-                for line in out.split():
-                    kind, rnd, ms = line.split(",")
-                    got[kind].setdefault(rnd, []).append(float(ms))
-                lat = [v for r in got["wake"].values() for v in r]
-                cpu = [v for r in got["cpu"].values() for v in r]
-                above = [v - got["probe"][r][0] for r in got["probe"] for v in got["wake"][r]]
-                rows.append({"asleep_ms": asleep, "waiters": n, "method": method,
-                             "samples": len(lat),
-                             "p50_ms": round(pct(lat, 0.5), 2),
-                             "p99_ms": round(pct(lat, 0.99), 2),
-                             "max_ms": round(max(lat), 2),
-                             "above_replay_p99_ms": round(pct(above, 0.99), 2) if above else "",
-                             "cpu_per_waiter_ms": round(statistics.mean(cpu), 3)})
+    print("\n== 2. wake latency: N waiters asleep for 200 ms (some also for 5 ms), replay "
+          "paused, then resumed (ms from resume to each waiter's return, server clock; "
+          "bench/wake.c)")
+    rows = [wake_row(args, 200, n, m) for n in args.wake_n for m in args.wake_methods]
+    rows += [wake_row(args, 5, n, m) for n in args.wake_short_n for m in args.wake_methods]
     print_table(rows)
     write_csv(args, "wake.csv", rows)
 
@@ -384,8 +386,8 @@ def main():
     ap.add_argument("--wake-n", type=lambda s: [int(x) for x in s.split(",")],
                     default=[1, 50, 200])
     ap.add_argument("--wake-rounds", type=int, default=5)
-    ap.add_argument("--wake-asleep", type=lambda s: [int(x) for x in s.split(",")],
-                    default=[200, 5], help="ms the waiters sleep before the resume")
+    ap.add_argument("--wake-short-n", type=lambda s: [int(x) for x in s.split(",") if x],
+                    default=[50], help="N also run with waiters asleep only 5 ms")
     ap.add_argument("--wake-bin", required=True, help="the compiled bench/wake.c")
     ap.add_argument("--wake-cost-bin", required=True, help="the compiled bench/wake_cost.c")
     ap.add_argument("--wake-methods", type=lambda s: s.split(","),

@@ -55,6 +55,7 @@ extern void rg_worker_register(void);
 
 /* Notice of WAL arriving in pg_wal, for the watcher (arrival.c). */
 extern int	rg_arrival_open(void);
+extern void rg_arrival_close(int fd);
 extern bool rg_arrival_drain(int fd);
 
 /* Waiting for replay (wait.c). */

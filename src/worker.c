@@ -9,9 +9,9 @@
  * startup process broadcasts after every replayed record (when hot_standby is
  * on and max_wal_senders > 0).  Elsewhere nothing signals replay to an
  * extension, so it polls the replay position every replica_gate.poll_interval
- * -- but only while replay can advance: while WAL that was received is not
- * replayed yet, or replay moved, or new WAL just arrived in pg_wal (see
- * arrival.c).  When none of that holds it sleeps until WAL arrives.
+ * -- except while a walreceiver streams and every WAL byte it wrote has been
+ * replayed: then nothing can be replayed before the walreceiver writes more,
+ * and the watcher sleeps until it does (see arrival.c).
  *
  * When recovery ends it wakes everyone, so that waiters can tell whether
  * their target was replayed before the promotion.
@@ -27,7 +27,9 @@
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/pmsignal.h"
+#include "storage/spin.h"
 #include "tcop/tcopprot.h"
+#include "utils/timestamp.h"
 #if PG_VERSION_NUM >= 160000
 #include "replication/walsender_private.h"
 #include "storage/condition_variable.h"
@@ -48,6 +50,12 @@
  */
 #define RG_QUIET_RECHECK_MS			1000
 
+/*
+ * How long the polling watcher keeps polling after WAL last arrived or
+ * replay last moved, before it may sleep until WAL arrives.
+ */
+#define RG_PENDING_LINGER_MS		100
+
 PGDLLEXPORT void rg_worker_main(Datum main_arg);
 
 static uint32 rg_idle_event = 0;
@@ -56,8 +64,9 @@ static uint32 rg_watch_event = 0;
 /* Notifications of WAL arriving in pg_wal (arrival.c), or -1. */
 static int	rg_arrival_fd = -1;
 
-/* The replay position at the previous poll. */
+/* The replay position at the previous poll, and when WAL last moved. */
 static XLogRecPtr rg_last_replayed = InvalidXLogRecPtr;
+static TimestampTz rg_last_activity = 0;
 
 /*
  * rg_worker_register
@@ -98,27 +107,73 @@ rg_worker_uses_replay_cv(void)
 }
 
 /*
+ * rg_worker_streaming
+ *		Is a walreceiver streaming?  (Not WalRcvStreaming(), which also acts
+ *		on a walreceiver that failed to start.)
+ */
+static bool
+rg_worker_streaming(void)
+{
+	WalRcvState state;
+
+	SpinLockAcquire(&WalRcv->mutex);
+	state = WalRcv->walRcvState;
+	SpinLockRelease(&WalRcv->mutex);
+	return state == WALRCV_STREAMING;
+}
+
+/*
  * rg_worker_wal_pending
- *		While polling: can replay advance soon?  True when new WAL arrived in
- *		pg_wal since the last call, replay moved since the last call, or the
- *		walreceiver has written WAL beyond "replayed" (replay may be running,
- *		delayed by recovery_min_apply_delay or paused).  Always true without
- *		arrival notifications.
+ *		While polling: can replay advance soon?  Everything counts as pending
+ *		except this one state: a walreceiver streams, all the WAL it wrote is
+ *		replayed, and neither has new WAL arrived in pg_wal nor has replay
+ *		moved for RG_PENDING_LINGER_MS.  Only then does every replay first
+ *		need a walreceiver write, which the arrival notification reports.
+ *		Without a walreceiver (archive recovery, WAL already in pg_wal, a
+ *		promotion under way) replay needs no such write: we poll.  Received
+ *		WAL not yet replayed (replay running, delayed by
+ *		recovery_min_apply_delay, or paused) is pending too.
  *
- * The notifications are drained before the write position is read: WAL
- * written after the drain leaves a notification that ends the next sleep,
- * and WAL written before it either made us drain something or shows in the
- * write position.
+ * The notifications are drained before the walreceiver is looked at: WAL
+ * written after the drain leaves a notification that ends the next sleep.
+ * The linger covers WAL written before it whose write position the
+ * walreceiver has not published yet.
  */
 static bool
 rg_worker_wal_pending(XLogRecPtr replayed)
 {
-	bool		arrived = rg_arrival_drain(rg_arrival_fd);
-	bool		moved = (replayed != rg_last_replayed);
+	TimestampTz now = GetCurrentTimestamp();
 
+	if (rg_arrival_drain(rg_arrival_fd) || replayed != rg_last_replayed)
+		rg_last_activity = now;
 	rg_last_replayed = replayed;
-	return rg_arrival_fd < 0 || arrived || moved ||
+
+	return rg_arrival_fd < 0 ||
+		!TimestampDifferenceExceeds(rg_last_activity, now, RG_PENDING_LINGER_MS) ||
+		!rg_worker_streaming() ||
 		GetWalRcvWriteRecPtr() > replayed;
+}
+
+/*
+ * rg_worker_track_arrival
+ *		Watch pg_wal for new WAL while in recovery (from the first time it
+ *		is needed), and stop watching once recovery has ended.
+ */
+static void
+rg_worker_track_arrival(bool in_recovery)
+{
+	static bool tried = false;
+
+	if (in_recovery && !tried && !rg_worker_uses_replay_cv())
+	{
+		tried = true;
+		rg_arrival_fd = rg_arrival_open();
+	}
+	else if (!in_recovery && rg_arrival_fd >= 0)
+	{
+		rg_arrival_close(rg_arrival_fd);
+		rg_arrival_fd = -1;
+	}
 }
 
 /*
@@ -186,8 +241,6 @@ rg_worker_main(Datum main_arg)
 		proc_exit(0);
 	}
 	before_shmem_exit(rg_worker_exit, 0);
-	if (!rg_worker_uses_replay_cv())
-		rg_arrival_fd = rg_arrival_open();
 
 	for (;;)
 	{
@@ -213,6 +266,7 @@ rg_worker_main(Datum main_arg)
 		}
 
 		in_recovery = RecoveryInProgress();
+		rg_worker_track_arrival(in_recovery);
 		replayed = GetXLogReplayRecPtr(NULL);
 		(void) rg_registry_wake(replayed, !in_recovery);
 		if (in_recovery)
