@@ -93,6 +93,7 @@ class Session:
         self.primary = connect(args.primary)
         self.standby = connect(args.standby)
         self.gate = psycopg.ClientCursor(self.standby)
+        self.canceled = 0                        # gates canceled by recovery
 
     def close(self):
         self.primary.close()
@@ -120,14 +121,29 @@ def route(policy, s, user, state):
         if one(s.standby, "SELECT replica_gate.caught_up(%s)", (token,)):
             return s.read_standby(user)
         return s.read_primary(user)
-    budget = int(policy.split("_")[1])           # wait_<budget ms>
+    # wait_<budget ms>: the function form, one round trip; it holds a
+    # snapshot while it waits.  set_<budget ms>: the SET form, one round
+    # trip, no snapshot during the wait.
+    form, budget = policy.split("_")
+    if form == "set" and token is None:
+        return s.read_standby(user)              # nothing written yet
     try:
-        s.gate.execute("SELECT replica_gate.require_lsn(%s, %s); "
-                       "SELECT v FROM profile WHERE id = %s", (token, budget, user))
-        s.gate.nextset()
+        if form == "wait":
+            s.gate.execute("SELECT replica_gate.require_lsn(%s, %s); "
+                           "SELECT v FROM profile WHERE id = %s", (token, int(budget), user))
+        else:
+            s.gate.execute(f"SET replica_gate.default_timeout = {int(budget)}; "
+                           "SET replica_gate.require_lsn = %s; "
+                           "SELECT v FROM profile WHERE id = %s", (token, user))
+        while s.gate.nextset():
+            pass
         return s.gate.fetchone()[0], True
     except psycopg.Error as e:
-        if e.sqlstate != "RG001":
+        # RG001: not replayed within the budget.  40001: the wait's snapshot
+        # held up replay until recovery canceled it.  Both: use the primary.
+        if e.sqlstate == "40001":
+            s.canceled += 1
+        elif e.sqlstate != "RG001":
             raise
         return s.read_primary(user)
 
@@ -135,6 +151,7 @@ def route(policy, s, user, state):
 def run_policy(args, policy, ops):
     threads = args.threads
     results = [[] for _ in range(threads)]      # (latency_ms, on_standby, stale)
+    canceled = [0] * threads
     errors = []
 
     def worker(k):
@@ -162,6 +179,7 @@ def run_policy(args, policy, ops):
         except Exception as e:                   # report, do not hide
             errors.append(f"{policy}: {e}")
         finally:
+            canceled[k] = s.canceled
             s.close()
 
     with connect(args.primary) as p:
@@ -185,6 +203,7 @@ def run_policy(args, policy, ops):
         "on_standby_pct": round(100.0 * sum(r[1] for r in flat) / len(flat), 1),
         "p50_ms": round(pct(lat, 0.50), 2),
         "p99_ms": round(pct(lat, 0.99), 2),
+        "canceled": sum(canceled),
     }
 
 
@@ -194,7 +213,8 @@ def part_ryw(args):
     set_delay(args, args.delay)
     ops = make_ops(args.seed, args.users, args.ops, 0.35, 0.6)
     policies = ["naive", "pin_2s", "check"] + \
-        [f"wait_{b}" for b in args.budgets] + ["primary"]
+        [f"wait_{b}" for b in args.budgets] + \
+        [f"set_{b}" for b in args.budgets if b > 0] + ["primary"]
     rows = [run_policy(args, p, ops) for p in policies]
     print_table(rows)
     write_csv(args, "ryw.csv", rows)
@@ -326,9 +346,12 @@ def part_idle(args):
             # a polling loop can load the machine so that not all of them start
             ts, started = start_waiters(args, method, n)
             ms = cpu_ms(args.standby_pid, args.idle_seconds)
+            # if not all started within a minute, the first ones may have
+            # ended already: nothing meaningful was measured
             rows.append({"waiters": n, "method": method, "started": started,
-                         "cpu_ms": round(ms),
-                         "pct_of_core": round(ms / (10 * args.idle_seconds), 2)})
+                         "cpu_ms": round(ms) if started == n else "n/a",
+                         "pct_of_core": round(ms / (10 * args.idle_seconds), 2)
+                         if started == n else "n/a"})
             with connect(args.standby) as sb:
                 sb.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
                            "WHERE application_name = 'bench_waiter'")

@@ -40,9 +40,10 @@
 
 /*
  * How long the watcher sleeps on wal_replay_cv before re-checking anyway.
- * The broadcasts make this a safety net, not the wake-up path.
+ * The broadcasts wake it on replay, but nothing is broadcast when recovery
+ * ends or the configuration is reloaded: this bounds how late it notices.
  */
-#define RG_REPLAY_CV_RECHECK_MS		1000
+#define RG_REPLAY_CV_RECHECK_MS		100
 
 /*
  * How long the polling watcher sleeps, while no WAL is pending, before
