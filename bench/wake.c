@@ -34,6 +34,8 @@
 
 #include <libpq-fe.h>
 
+#include "schedstat.h"
+
 #define WAKE_PROBE_SQL \
 	"SELECT bench_spin($1), extract(epoch FROM clock_timestamp())"
 
@@ -74,25 +76,6 @@ wake_connect(const char *dsn)
 	if (PQstatus(conn) != CONNECTION_OK)
 		wake_die("connect", conn);
 	return conn;
-}
-
-/* CPU time a process has used so far, in nanoseconds. */
-static long long
-wake_cpu_ns(int pid)
-{
-	char		path[64];
-	long long	ns = 0;
-	FILE	   *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/schedstat", pid);
-	f = fopen(path, "r");
-	if (f == NULL || fscanf(f, "%lld", &ns) != 1)
-	{
-		fprintf(stderr, "wake: cannot read %s\n", path);
-		exit(1);
-	}
-	fclose(f);
-	return ns;
 }
 
 /* Pause replay and wait until the startup process has actually paused. */
@@ -256,7 +239,7 @@ main(int argc, char **argv)
 		wake_sleep_ms(sleep_ms);
 
 		for (int i = 0; i < n; i++)
-			cpu[i] = wake_cpu_ns(PQbackendPID(waiters[i]));
+			cpu[i] = schedstat_cpu_ns(PQbackendPID(waiters[i]));
 		/* the subquery fixes the order: clock first, then resume */
 		text = wake_one(standby, "SELECT t, pg_wal_replay_resume() FROM "
 						"(SELECT extract(epoch FROM clock_timestamp()) t "
@@ -267,7 +250,7 @@ main(int argc, char **argv)
 		wake_collect(waiters, n, at);
 		for (int i = 0; i < n; i++)
 		{
-			used += wake_cpu_ns(PQbackendPID(waiters[i])) - cpu[i];
+			used += schedstat_cpu_ns(PQbackendPID(waiters[i])) - cpu[i];
 			printf("wake,%d,%.3f\n", r, (at[i] - resumed) * 1000.0);
 		}
 		printf("cpu,%d,%.3f\n", r, used / 1e6 / n);

@@ -22,26 +22,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "schedstat.h"
+
 #define COST_PAGES	256
 #define COST_PAGE	8192
-
-static long long
-cost_cpu_ns(pid_t pid)
-{
-	char		path[64];
-	long long	ns = 0;
-	FILE	   *f;
-
-	snprintf(path, sizeof(path), "/proc/%d/schedstat", (int) pid);
-	f = fopen(path, "r");
-	if (f == NULL || fscanf(f, "%lld", &ns) != 1)
-	{
-		fprintf(stderr, "wake_cost: cannot read %s\n", path);
-		exit(1);
-	}
-	fclose(f);
-	return ns;
-}
 
 /* A child: on each byte, touch its pages and answer; on 'q', exit. */
 static void
@@ -115,7 +99,7 @@ main(int argc, char **argv)
 
 			nanosleep(&ts, NULL);
 			for (int i = 0; i < n; i++)
-				before += cost_cpu_ns(pids[i]);
+				before += schedstat_cpu_ns(pids[i]);
 			for (int i = 0; i < n; i++)
 				if (write(to[i], "x", 1) != 1)
 					return 1;
@@ -123,7 +107,7 @@ main(int argc, char **argv)
 				if (read(answers[0], &c, 1) != 1)
 					return 1;
 			for (int i = 0; i < n; i++)
-				after += cost_cpu_ns(pids[i]);
+				after += schedstat_cpu_ns(pids[i]);
 			if (r > 0)
 				printf("%d,%.1f\n", sleep_ms, (after - before) / 1e3 / n);
 		}
