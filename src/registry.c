@@ -26,7 +26,6 @@
 #include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/memutils.h"
-#include "utils/memutils.h"
 
 #include "compat.h"
 #include "replica_gate.h"

@@ -62,8 +62,7 @@ extern bool rg_arrival_drain(int fd);
 extern int	rg_effective_timeout(bool isnull, int32 timeout_ms);
 extern bool rg_gate_decided(bool passed, int timeout_ms, RgWaitResult *result,
 							TimestampTz *start, TimestampTz *deadline);
-extern long rg_gate_remaining_ms(TimestampTz deadline);
-extern void rg_gate_sleep(long ms, uint32 wait_event);
+extern bool rg_gate_sleep(TimestampTz deadline, long cap_ms, uint32 wait_event);
 extern void rg_gate_cleanup(int code, Datum arg);
 extern void rg_check_xact_snapshot(const char *gate_name);
 extern RgWaitResult rg_wait_for_lsn(XLogRecPtr target, int timeout_ms,

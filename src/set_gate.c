@@ -118,6 +118,16 @@ rg_set_gate_wait(VariableSetStmt *stmt)
 	rg_require_lsn(target, rg_effective_timeout(true, 0));
 }
 
+/* Hand a utility statement to the next hook, or to core. */
+static void
+rg_utility_next(RG_UTILITY_ARGS)
+{
+	if (rg_prev_utility_hook)
+		rg_prev_utility_hook(RG_UTILITY_PASS);
+	else
+		standard_ProcessUtility(RG_UTILITY_PASS);
+}
+
 /*
  * rg_utility_hook
  *		Make SET replica_gate.require_lsn wait; pass everything on.
@@ -132,10 +142,7 @@ rg_utility_hook(RG_UTILITY_ARGS)
 		  ((VariableSetStmt *) parsetree)->kind == VAR_SET_VALUE &&
 		  pg_strcasecmp(((VariableSetStmt *) parsetree)->name, RG_GATE_GUC) == 0))
 	{
-		if (rg_prev_utility_hook)
-			rg_prev_utility_hook(RG_UTILITY_PASS);
-		else
-			standard_ProcessUtility(RG_UTILITY_PASS);
+		rg_utility_next(RG_UTILITY_PASS);
 		return;
 	}
 
@@ -145,10 +152,7 @@ rg_utility_hook(RG_UTILITY_ARGS)
 	rg_gate_passed = true;
 	PG_TRY();
 	{
-		if (rg_prev_utility_hook)
-			rg_prev_utility_hook(RG_UTILITY_PASS);
-		else
-			standard_ProcessUtility(RG_UTILITY_PASS);
+		rg_utility_next(RG_UTILITY_PASS);
 	}
 	PG_FINALLY();
 	{

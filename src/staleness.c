@@ -154,21 +154,17 @@ rg_wait_fresh(int64 limit_us, int timeout_ms, int64 *bound_us)
 	{
 		for (;;)
 		{
-			long		remaining;
-
 			if (rg_fresh_enough(limit_us, bound_us))
 			{
 				result = RG_WAIT_REACHED;
 				break;
 			}
-			remaining = rg_gate_remaining_ms(deadline);
-			if (remaining <= 0)
+			if (!rg_gate_sleep(deadline, RG_FRESH_RECHECK_MS,
+							   RG_WAIT_EVENT(rg_fresh_event, "ReplicaGateWaitFresh")))
 			{
 				result = RG_WAIT_TIMEOUT;
 				break;
 			}
-			rg_gate_sleep(Min(remaining, RG_FRESH_RECHECK_MS),
-						  RG_WAIT_EVENT(rg_fresh_event, "ReplicaGateWaitFresh"));
 		}
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, TimestampTzGetDatum(start));

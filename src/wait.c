@@ -83,28 +83,28 @@ rg_gate_decided(bool passed, int timeout_ms, RgWaitResult *result,
 }
 
 /*
- * rg_gate_remaining_ms
- *		Time left until deadline, rounded up so that a wait never spins on a
- *		0 ms sleep; <= 0 when it has passed.
- */
-long
-rg_gate_remaining_ms(TimestampTz deadline)
-{
-	return (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
-}
-
-/*
  * rg_gate_sleep
- *		Sleep on our latch for at most "ms", then reset it and process
- *		interrupts; the caller re-checks its condition afterwards.
+ *		Shared sleep of the gates' wait loops: sleep on our latch until
+ *		"deadline", or at most cap_ms if that is positive, then reset the
+ *		latch and process interrupts; the caller re-checks its condition
+ *		afterwards.  Returns false, without sleeping, once the deadline has
+ *		passed.
  */
-void
-rg_gate_sleep(long ms, uint32 wait_event)
+bool
+rg_gate_sleep(TimestampTz deadline, long cap_ms, uint32 wait_event)
 {
+	/* rounded up, so that a wait never spins on a 0 ms sleep */
+	long		ms = (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
+
+	if (ms <= 0)
+		return false;
+	if (cap_ms > 0)
+		ms = Min(ms, cap_ms);
 	(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 					 ms, wait_event);
 	ResetLatch(MyLatch);
 	CHECK_FOR_INTERRUPTS();
+	return true;
 }
 
 /*
@@ -176,8 +176,6 @@ rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
 		linked = rg_registry_link(target);
 		for (;;)
 		{
-			long		remaining;
-
 			/* Read the recovery state before the position: see below. */
 			bool		in_recovery = RecoveryInProgress();
 
@@ -198,21 +196,18 @@ rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
 				break;
 			}
 
-			remaining = rg_gate_remaining_ms(deadline);
-			if (remaining <= 0)
+			/* Taken out without reaching the target: the watcher left. */
+			if (linked && !rg_registry_is_linked())
+				linked = false;
+
+			/* Linked, the watcher wakes us; otherwise poll. */
+			if (!rg_gate_sleep(deadline,
+							   linked ? 0 : (long) ceil(rg_poll_interval),
+							   RG_WAIT_EVENT(rg_wait_event, "ReplicaGateWaitReplay")))
 			{
 				result = RG_WAIT_TIMEOUT;
 				break;
 			}
-
-			/* Taken out without reaching the target: the watcher left. */
-			if (linked && !rg_registry_is_linked())
-				linked = false;
-			if (!linked)
-				remaining = Min(remaining, (long) ceil(rg_poll_interval));
-
-			rg_gate_sleep(remaining,
-						  RG_WAIT_EVENT(rg_wait_event, "ReplicaGateWaitReplay"));
 		}
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, TimestampTzGetDatum(start));
