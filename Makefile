@@ -1,8 +1,8 @@
 # replica_gate: PGXS build.
 #
 #   make && make install                  build and install (on every node)
-#   make installcheck                     pg_regress suite on a throwaway instance + TAP tests
-#   bash test/run                         the whole suite (regress, pgTAP, TAP), see README
+#   make installcheck                     pg_regress suite on a throwaway instance
+#   bash test/run [--all]                 the whole suite (regress, pgTAP, TAP), see README
 
 EXTENSION = replica_gate
 MODULE_big = replica_gate
@@ -27,10 +27,6 @@ PGFILEDESC = "replica_gate - gate replica reads on WAL replay"
 REGRESS = $(sort $(filter-out $(EXTENSION)--%,$(notdir $(basename $(wildcard sql/*.sql)))))
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
-# TAP tests with a real primary and streaming standby.
-TAP_TESTS = 1
-PROVE_TESTS = test/t/*.pl
-
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
 PG_CPPFLAGS = -I$(srcdir)/src -DRG_VERSION='"$(EXTVERSION)"'
 
@@ -38,15 +34,4 @@ PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
-EXTRA_CLEAN = tmp_check_regress
-
-# pgTAP suite: needs a running server with replica_gate and pgtap installed
-# (test/run starts one).
-.PHONY: pgtapcheck
-pgtapcheck:
-	pg_prove --ext .sql -r test/pgtap
-
-# TAP suite alone (installcheck runs pg_regress and then this).
-.PHONY: tapcheck
-tapcheck:
-	$(prove_installcheck)
+EXTRA_CLEAN = tmp_check_regress tmp_check

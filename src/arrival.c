@@ -9,7 +9,7 @@
  * pg_wal.  On Linux an inotify watch on pg_wal turns those writes into a
  * readable descriptor the watcher can sleep on.  Elsewhere, or if the watch
  * cannot be set up, there is no descriptor and the watcher polls whenever
- * anyone waits.
+ * anyone waits.  Not built on 19 and later, which have no watcher.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,6 +25,8 @@
 #include "storage/fd.h"
 
 #include "replica_gate.h"
+
+#ifndef RG_HAVE_CORE_WAIT
 
 /*
  * rg_arrival_open
@@ -98,3 +100,5 @@ rg_arrival_drain(int fd)
 		any = true;
 	return any;
 }
+
+#endif							/* !RG_HAVE_CORE_WAIT */

@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * compat.h
- *		Differences between PostgreSQL 13 to 18 that replica_gate relies on,
+ *		Differences between PostgreSQL 13 to 19 that replica_gate relies on,
  *		as macros, so that the rest of the code reads the same everywhere.
  *
  *-------------------------------------------------------------------------
@@ -25,10 +25,6 @@
 #if PG_VERSION_NUM < 130000
 #error "replica_gate requires PostgreSQL 13 or later"
 #endif
-
-/* LSNs print as core's pg_lsn_out does on 13-18. */
-#define RG_LSN_FMT "%X/%X"
-#define RG_LSN_ARGS(lsn) ((uint32) ((lsn) >> 32)), ((uint32) (lsn))
 
 /* This backend's index into ProcGlobal->allProcs. */
 #if PG_VERSION_NUM >= 170000
@@ -116,6 +112,17 @@
  */
 #if PG_VERSION_NUM >= 160000
 #define RG_HAVE_REPLAY_CV 1
+#endif
+
+/*
+ * From 19 on, core keeps a registry of backends waiting for an LSN
+ * (access/xlogwait.h, the machinery of WAIT FOR LSN) and the startup process
+ * and walreceiver wake them: replica_gate waits through it, and needs no
+ * registry or replay watcher of its own.
+ */
+#if PG_VERSION_NUM >= 190000
+#define RG_HAVE_CORE_WAIT 1
+#include "access/xlogwait.h"
 #endif
 
 /* 18 records the library's name and version (from the Makefile) in its magic block. */

@@ -13,7 +13,8 @@
  * turning into a lock convoy.
  *
  * Only available when the library is in shared_preload_libraries; otherwise
- * rg_registry_link() returns false and waiters poll on their own.
+ * rg_registry_link() returns false and waiters poll on their own.  Not
+ * built on PostgreSQL 19 and later, where core's registry serves (wait.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -27,13 +28,15 @@
 #include "storage/shmem.h"
 #include "utils/memutils.h"
 
-#include "compat.h"
 #include "replica_gate.h"
+
+#ifndef RG_HAVE_CORE_WAIT
 
 /* One slot per PGPROC that can run SQL. */
 typedef struct RgSlot
 {
 	XLogRecPtr	target;			/* awaited LSN; written under lock */
+	RgWaitMode	mode;			/* what the target is compared with */
 	pg_atomic_uint32 linked;	/* 1 while registered; cleared by the waker */
 } RgSlot;
 
@@ -42,7 +45,7 @@ typedef struct RgShared
 	LWLock	   *lock;			/* protects targets, links and watcher */
 	Latch	   *watcher_latch;	/* the replay watcher's latch, or NULL */
 	pg_atomic_uint32 nwaiters;	/* number of linked slots */
-	pg_atomic_uint64 min_target;	/* lower bound of linked targets */
+	pg_atomic_uint64 min_target[RG_NMODES]; /* lower bound of linked targets */
 	int			nslots;
 	RgSlot		slots[FLEXIBLE_ARRAY_MEMBER];
 } RgShared;
@@ -79,7 +82,8 @@ rg_registry_shmem_init(void)
 	rg_shared->lock = &(GetNamedLWLockTranche("replica_gate"))->lock;
 	rg_shared->watcher_latch = NULL;
 	pg_atomic_init_u32(&rg_shared->nwaiters, 0);
-	pg_atomic_init_u64(&rg_shared->min_target, PG_UINT64_MAX);
+	for (int m = 0; m < RG_NMODES; m++)
+		pg_atomic_init_u64(&rg_shared->min_target[m], PG_UINT64_MAX);
 	rg_shared->nslots = RG_MAX_BACKENDS();
 	for (int i = 0; i < rg_shared->nslots; i++)
 	{
@@ -100,7 +104,7 @@ rg_my_slot(void)
 
 /*
  * rg_registry_link
- *		Register this backend as waiting for "target".
+ *		Register this backend as waiting for "target" in "mode".
  *
  * Returns false when nobody would wake us (no registry, no running
  * watcher): the caller must then poll.  The caller re-checks the replay
@@ -108,7 +112,7 @@ rg_my_slot(void)
  * missed.
  */
 bool
-rg_registry_link(XLogRecPtr target)
+rg_registry_link(XLogRecPtr target, RgWaitMode mode)
 {
 	RgSlot	   *slot = rg_my_slot();
 	Latch	   *watcher;
@@ -126,10 +130,11 @@ rg_registry_link(XLogRecPtr target)
 	}
 	Assert(pg_atomic_read_u32(&slot->linked) == 0);
 	slot->target = target;
+	slot->mode = mode;
 	pg_atomic_write_u32(&slot->linked, 1);
 	before = pg_atomic_fetch_add_u32(&rg_shared->nwaiters, 1);
-	if (target < pg_atomic_read_u64(&rg_shared->min_target))
-		pg_atomic_write_u64(&rg_shared->min_target, target);
+	if (target < pg_atomic_read_u64(&rg_shared->min_target[mode]))
+		pg_atomic_write_u64(&rg_shared->min_target[mode], target);
 	LWLockRelease(rg_shared->lock);
 
 	/* The watcher sleeps without a timeout while nobody waits. */
@@ -169,7 +174,7 @@ rg_registry_unlink(void)
 	{
 		pg_atomic_write_u32(&slot->linked, 0);
 		pg_atomic_fetch_sub_u32(&rg_shared->nwaiters, 1);
-		/* min_target may now be too low; the next wake recomputes it. */
+		/* min_target may now be too low; the next scan recomputes it. */
 	}
 	LWLockRelease(rg_shared->lock);
 }
@@ -225,21 +230,23 @@ rg_registry_detach_watcher(void)
 		rg_shared->watcher_latch = NULL;
 	LWLockRelease(rg_shared->lock);
 	if (was_watcher)
-		(void) rg_registry_wake(InvalidXLogRecPtr, true);
+		(void) rg_registry_wake(NULL, true);
 }
 
 /*
  * rg_registry_wake
- *		Unlink and wake every waiter whose target is at or before "replayed",
- *		or every waiter if "wake_all".  Returns the number woken.
+ *		Unlink and wake every waiter whose target is at or before the
+ *		position of its mode (positions[], indexed by RgWaitMode), or every
+ *		waiter if "wake_all".  Returns the number woken.
  *
  * Called by the watcher on every replay advance, so the common case (no
  * target reached yet) must stay lock-free.
  */
 int
-rg_registry_wake(XLogRecPtr replayed, bool wake_all)
+rg_registry_wake(const XLogRecPtr *positions, bool wake_all)
 {
-	XLogRecPtr	new_min = PG_UINT64_MAX;
+	XLogRecPtr	new_min[RG_NMODES];
+	bool		any = wake_all;
 	int			nwake = 0;
 
 	if (rg_shared == NULL || pg_atomic_read_u32(&rg_shared->nwaiters) == 0)
@@ -247,13 +254,20 @@ rg_registry_wake(XLogRecPtr replayed, bool wake_all)
 
 	/*
 	 * No wake-up is lost between a waiter linking and our reading of the
-	 * replay position: the waiter re-reads that position after linking, and
-	 * both reads go through the info_lck spinlock, so either it sees the
+	 * positions: the waiter re-reads its position after linking, and both
+	 * reads go through a spinlock or a barrier, so either it sees the
 	 * position we saw or we see its link (made under our lock) next time.
+	 * The barrier orders our reads of the positions before those of the
+	 * links' lower bounds.
 	 */
-	if (!wake_all && pg_atomic_read_u64(&rg_shared->min_target) > replayed)
+	pg_memory_barrier();
+	for (int m = 0; m < RG_NMODES && !any; m++)
+		any = pg_atomic_read_u64(&rg_shared->min_target[m]) <= positions[m];
+	if (!any)
 		return 0;
 
+	for (int m = 0; m < RG_NMODES; m++)
+		new_min[m] = PG_UINT64_MAX;
 	LWLockAcquire(rg_shared->lock, LW_EXCLUSIVE);
 	for (int i = 0; i < rg_shared->nslots; i++)
 	{
@@ -261,19 +275,22 @@ rg_registry_wake(XLogRecPtr replayed, bool wake_all)
 
 		if (pg_atomic_read_u32(&slot->linked) == 0)
 			continue;
-		if (wake_all || slot->target <= replayed)
+		if (wake_all || slot->target <= positions[slot->mode])
 		{
 			pg_atomic_write_u32(&slot->linked, 0);
 			pg_atomic_fetch_sub_u32(&rg_shared->nwaiters, 1);
 			rg_wake_list[nwake++] = i;
 		}
-		else if (slot->target < new_min)
-			new_min = slot->target;
+		else if (slot->target < new_min[slot->mode])
+			new_min[slot->mode] = slot->target;
 	}
-	pg_atomic_write_u64(&rg_shared->min_target, new_min);
+	for (int m = 0; m < RG_NMODES; m++)
+		pg_atomic_write_u64(&rg_shared->min_target[m], new_min[m]);
 	LWLockRelease(rg_shared->lock);
 
 	for (int i = 0; i < nwake; i++)
 		SetLatch(&GetPGProcByNumber(rg_wake_list[i])->procLatch);
 	return nwake;
 }
+
+#endif							/* !RG_HAVE_CORE_WAIT */

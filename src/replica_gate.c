@@ -4,12 +4,14 @@
  *		Module entry point: settings, and what loading the library sets up.
  *
  * Loaded through shared_preload_libraries, the library also creates the
- * waiter registry in shared memory and starts the replay watcher, so that
- * waiting backends sleep until their target is replayed.  Loaded on demand
- * (the first call of one of its functions in a session), the gates work the
- * same way but each waiting backend polls the replay position every
- * replica_gate.poll_interval, and the SET form only works in sessions that
- * loaded the library before the SET (see set_gate.c).
+ * gate statistics in shared memory and, on PostgreSQL 13 to 18, the waiter
+ * registry and the replay watcher, so that waiting backends sleep until
+ * their target is replayed (19 and later wait in core's registry, preloaded
+ * or not).  Loaded on demand (the first call of one of its functions in a
+ * session), the gates work the same way but on 13 to 18 each waiting
+ * backend polls the replay position every replica_gate.poll_interval, and
+ * the SET form only works in sessions that loaded the library before the
+ * SET (see set_gate.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -20,7 +22,6 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 
-#include "compat.h"
 #include "replica_gate.h"
 
 RG_MODULE_MAGIC;
@@ -82,5 +83,7 @@ _PG_init(void)
 		return;
 
 	rg_shmem_install_hooks();
+#ifndef RG_HAVE_CORE_WAIT
 	rg_worker_register();
+#endif
 }

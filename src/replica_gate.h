@@ -12,6 +12,8 @@
 #include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 
+#include "compat.h"
+
 /* Dedicated SQLSTATE for "this replica has not replayed the target in time". */
 #define ERRCODE_RG_REPLICA_BEHIND	MAKE_SQLSTATE('R','G','0','0','1')
 
@@ -23,21 +25,41 @@ extern double rg_poll_interval;
 /* Shared memory of the registry and the statistics (shmem.c). */
 extern void rg_shmem_install_hooks(void);
 
-/* Waiter registry in shared memory (registry.c). */
+/* What a gate waits for on a standby: the target replayed, or only received. */
+typedef enum RgWaitMode
+{
+	RG_MODE_REPLAY,				/* replayed: visible to reads */
+	RG_MODE_WRITE,				/* written to pg_wal by the walreceiver */
+	RG_MODE_FLUSH				/* written and flushed to disk */
+} RgWaitMode;
+
+#define RG_NMODES (RG_MODE_FLUSH + 1)
+
+#ifndef RG_HAVE_CORE_WAIT
+/* Waiter registry in shared memory (registry.c); 13-18 only. */
 extern Size rg_registry_shmem_size(void);
 extern void rg_registry_shmem_init(void);
-extern bool rg_registry_link(XLogRecPtr target);
+extern bool rg_registry_link(XLogRecPtr target, RgWaitMode mode);
 extern bool rg_registry_is_linked(void);
 extern void rg_registry_unlink(void);
 extern int	rg_registry_waiters(void);
 extern bool rg_registry_attach_watcher(void);
 extern void rg_registry_detach_watcher(void);
-extern int	rg_registry_wake(XLogRecPtr replayed, bool wake_all);
+extern int	rg_registry_wake(const XLogRecPtr *positions, bool wake_all);
+
+/* The replay watcher background worker (worker.c); 13-18 only. */
+extern void rg_worker_register(void);
+
+/* Notice of WAL arriving in pg_wal, for the watcher (arrival.c). */
+extern int	rg_arrival_open(void);
+extern void rg_arrival_close(int fd);
+extern bool rg_arrival_drain(int fd);
+#endif
 
 /* Waiting for replay (wait.c). */
 typedef enum RgWaitResult
 {
-	RG_WAIT_REACHED,			/* target replayed (or written, on a primary) */
+	RG_WAIT_REACHED,			/* target reached (or written, on a primary) */
 	RG_WAIT_TIMEOUT,			/* timeout expired first (or a check failed) */
 	RG_WAIT_NOT_IN_RECOVERY,	/* recovery ended before the target */
 	RG_WAIT_ERROR				/* an error ended the wait (statistics only) */
@@ -50,14 +72,6 @@ extern void rg_stats_sleep_begin(void);
 extern void rg_stats_count(RgWaitResult result, TimestampTz slept_since);
 extern int	rg_stats_sleeping(void);
 
-/* The replay watcher background worker (worker.c). */
-extern void rg_worker_register(void);
-
-/* Notice of WAL arriving in pg_wal, for the watcher (arrival.c). */
-extern int	rg_arrival_open(void);
-extern void rg_arrival_close(int fd);
-extern bool rg_arrival_drain(int fd);
-
 /* Waiting for replay (wait.c). */
 extern int	rg_effective_timeout(bool isnull, int32 timeout_ms);
 extern bool rg_gate_decided(bool passed, int timeout_ms, RgWaitResult *result,
@@ -65,13 +79,17 @@ extern bool rg_gate_decided(bool passed, int timeout_ms, RgWaitResult *result,
 extern bool rg_gate_sleep(TimestampTz deadline, long cap_ms, uint32 wait_event);
 extern void rg_gate_cleanup(int code, Datum arg);
 extern void rg_check_xact_snapshot(const char *gate_name);
-extern RgWaitResult rg_wait_for_lsn(XLogRecPtr target, int timeout_ms,
-									XLogRecPtr *replayed);
-extern void rg_require_lsn(XLogRecPtr target, int timeout_ms);
-extern void rg_report_not_in_recovery(XLogRecPtr target, XLogRecPtr replayed);
+extern RgWaitMode rg_wait_mode(const char *name);
+extern XLogRecPtr rg_standby_position(RgWaitMode mode);
+extern RgWaitResult rg_wait_for_lsn(XLogRecPtr target, RgWaitMode mode,
+									int timeout_ms, XLogRecPtr *position);
+extern void rg_require_lsn(XLogRecPtr target, RgWaitMode mode, int timeout_ms);
+extern void rg_report_not_in_recovery(XLogRecPtr target, RgWaitMode mode,
+									  XLogRecPtr position);
 
-/* Write and read tokens (token.c). */
+/* Write and read tokens, LSN text (token.c). */
 extern void rg_token_init(void);
+extern char *rg_lsn_text(XLogRecPtr lsn);
 
 /* SET replica_gate.require_lsn (set_gate.c). */
 extern void rg_set_gate_init(void);

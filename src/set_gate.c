@@ -33,7 +33,6 @@
 #include "utils/pg_lsn.h"
 #include "utils/snapmgr.h"
 
-#include "compat.h"
 #include "replica_gate.h"
 
 #define RG_GATE_GUC "replica_gate.require_lsn"
@@ -115,7 +114,7 @@ rg_set_gate_wait(VariableSetStmt *stmt)
 						RG_GATE_GUC),
 				 errdetail("A snapshot held during the wait can block the replay being waited for.")));
 
-	rg_require_lsn(target, rg_effective_timeout(true, 0));
+	rg_require_lsn(target, RG_MODE_REPLAY, rg_effective_timeout(true, 0));
 }
 
 /* Hand a utility statement to the next hook, or to core. */

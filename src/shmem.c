@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * shmem.c
- *		Shared memory of replica_gate (the waiter registry and the gate
- *		statistics): requesting it at preload and creating it at startup.
+ *		Shared memory of replica_gate (the waiter registry, before 19, and
+ *		the gate statistics): requesting it at preload and creating it at
+ *		startup.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,7 +14,6 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 
-#include "compat.h"
 #include "replica_gate.h"
 
 #if PG_VERSION_NUM >= 150000
@@ -32,9 +32,13 @@ rg_shmem_request(void)
 	if (rg_prev_shmem_request_hook)
 		rg_prev_shmem_request_hook();
 #endif
+#ifdef RG_HAVE_CORE_WAIT
+	RequestAddinShmemSpace(rg_stats_shmem_size());
+#else
 	RequestAddinShmemSpace(add_size(rg_registry_shmem_size(),
 									rg_stats_shmem_size()));
 	RequestNamedLWLockTranche("replica_gate", 1);
+#endif
 }
 
 /*
@@ -48,7 +52,9 @@ rg_shmem_startup(void)
 		rg_prev_shmem_startup_hook();
 
 	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+#ifndef RG_HAVE_CORE_WAIT
 	rg_registry_shmem_init();
+#endif
 	rg_stats_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }

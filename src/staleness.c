@@ -27,7 +27,6 @@
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 
-#include "compat.h"
 #include "replica_gate.h"
 
 /* How often a bounded-staleness wait re-checks the bound. */
@@ -150,7 +149,7 @@ rg_wait_fresh(int64 limit_us, int timeout_ms, int64 *bound_us)
 						&result, &start, &deadline))
 		return result;
 
-	PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, TimestampTzGetDatum(start));
+	PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(&start));
 	{
 		for (;;)
 		{
@@ -167,7 +166,7 @@ rg_wait_fresh(int64 limit_us, int timeout_ms, int64 *bound_us)
 			}
 		}
 	}
-	PG_END_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, TimestampTzGetDatum(start));
+	PG_END_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(&start));
 	rg_stats_count(result, start);
 	return result;
 }

@@ -19,7 +19,6 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
-#include "compat.h"
 #include "replica_gate.h"
 
 /* Upper bounds (ms) of the wait-time histogram; one more bucket for above. */

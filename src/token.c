@@ -13,10 +13,10 @@
 
 #include "access/xact.h"
 #include "fmgr.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/pg_lsn.h"
 
-#include "compat.h"
 #include "replica_gate.h"
 
 #define RG_TOKEN_GUC "replica_gate.last_commit_lsn"
@@ -43,8 +43,6 @@ static char *rg_last_commit_guc = NULL;
 static void
 rg_token_xact_callback(XactEvent event, void *arg)
 {
-	char		buf[32];
-
 	if (event != XACT_EVENT_COMMIT ||
 		!TransactionIdIsValid(GetTopTransactionIdIfAny()) ||
 		XactLastCommitEnd == InvalidXLogRecPtr ||
@@ -57,9 +55,20 @@ rg_token_xact_callback(XactEvent event, void *arg)
 	 * The parameter carries GUC_REPORT: setting it queues a ParameterStatus
 	 * message that goes out before ReadyForQuery (at once on 13).
 	 */
-	snprintf(buf, sizeof(buf), RG_LSN_FMT, RG_LSN_ARGS(rg_last_commit));
-	(void) set_config_option(RG_TOKEN_GUC, buf, PGC_INTERNAL, PGC_S_OVERRIDE,
+	(void) set_config_option(RG_TOKEN_GUC, rg_lsn_text(rg_last_commit),
+							 PGC_INTERNAL, PGC_S_OVERRIDE,
 							 GUC_ACTION_SET, true, WARNING, false);
+}
+
+/*
+ * rg_lsn_text
+ *		An LSN as text, exactly as this server's pg_lsn output prints it
+ *		(%X/%X before 19, %X/%08X from 19 on), in tokens and messages alike.
+ */
+char *
+rg_lsn_text(XLogRecPtr lsn)
+{
+	return DatumGetCString(DirectFunctionCall1(pg_lsn_out, LSNGetDatum(lsn)));
 }
 
 /*

@@ -1,9 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * wait.c
- *		Waiting until this server has replayed a target LSN: the latch wait
- *		loop, timeout rules, and the snapshot rules that decide whether a
- *		successful gate really lets the following reads see the write.
+ *		Waiting until this server has replayed (or received) a target LSN:
+ *		the wait loop, timeout rules, and the snapshot rules that decide
+ *		whether a successful gate really lets the following reads see the
+ *		write.
+ *
+ * On PostgreSQL 19 and later the wait goes through core's waiter machinery
+ * (WaitForLSN(), woken by the startup process and the walreceiver); before
+ * that through replica_gate's own registry, woken by the replay watcher, or
+ * by polling when the library is not preloaded.
  *
  *-------------------------------------------------------------------------
  */
@@ -13,15 +19,28 @@
 
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "replication/walreceiver.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "compat.h"
 #include "replica_gate.h"
 
+#ifdef RG_HAVE_CORE_WAIT
+/*
+ * Longest single WaitForLSN() call.  19.0's WaitForLSN() can miss a wake-up
+ * when the walreceiver's write or flush position moves back after it
+ * removed us from its heap (a restarted stream); re-entering it at this
+ * interval bounds what such a miss costs.
+ */
+#define RG_CORE_WAIT_RECHECK_MS	1000
+#else
 static uint32 rg_wait_event = 0;
+#endif
+
+static const char *const rg_mode_names[RG_NMODES] = {"replay", "write", "flush"};
+static const char *const rg_mode_verbs[RG_NMODES] = {"replayed", "written", "flushed"};
 
 /*
  * rg_effective_timeout
@@ -64,7 +83,7 @@ rg_check_xact_snapshot(const char *gate_name)
  *		decides the gate (it passed, or the timeout is 0), count the call and
  *		return true with *result set.  Otherwise the gate is about to sleep:
  *		set *start and *deadline and return false; the caller then waits
- *		under PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, start).
+ *		under PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(start)).
  */
 bool
 rg_gate_decided(bool passed, int timeout_ms, RgWaitResult *result,
@@ -109,109 +128,217 @@ rg_gate_sleep(TimestampTz deadline, long cap_ms, uint32 wait_event)
 
 /*
  * rg_gate_cleanup
- *		Error and exit cleanup of a sleeping gate: leave the registry (a no-op
- *		if not linked) and count the wait as ended by an error.  "arg" is
- *		when the gate started sleeping.
+ *		Error and exit cleanup of a sleeping gate: leave the waiters' registry
+ *		(a no-op if not in it) and count the wait as ended by an error.
+ *
+ * "arg" points to when the gate started sleeping.  It must be a pointer:
+ * PG_ENSURE_ERROR_CLEANUP compares the Datums given at its start and end,
+ * and on 32-bit builds of 13-18 TimestampTzGetDatum() allocates a new one
+ * each time.
  */
 void
 rg_gate_cleanup(int code, Datum arg)
 {
+#ifdef RG_HAVE_CORE_WAIT
+	WaitLSNCleanup();
+#else
 	rg_registry_unlink();
-	rg_stats_count(RG_WAIT_ERROR, DatumGetTimestampTz(arg));
+#endif
+	rg_stats_count(RG_WAIT_ERROR, *(TimestampTz *) DatumGetPointer(arg));
+}
+
+/*
+ * rg_wait_mode
+ *		The wait mode named by a gate's "mode" argument.
+ */
+RgWaitMode
+rg_wait_mode(const char *name)
+{
+	for (int i = 0; i < RG_NMODES; i++)
+		if (strcmp(name, rg_mode_names[i]) == 0)
+			return (RgWaitMode) i;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unrecognized value for \"mode\": \"%s\"", name),
+			 errhint("Valid values are \"replay\", \"write\" and \"flush\".")));
+	pg_unreachable();
+}
+
+/*
+ * rg_standby_position
+ *		How far this standby is in "mode": the replay position, or what the
+ *		walreceiver has written or flushed.  WAL up to the replay position is
+ *		on disk here whatever brought it (archive, pg_wal, an earlier stream),
+ *		so it is the floor of the other two, as for core's WAIT FOR.
+ */
+XLogRecPtr
+rg_standby_position(RgWaitMode mode)
+{
+	XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
+
+	switch (mode)
+	{
+		case RG_MODE_REPLAY:
+			return replayed;
+		case RG_MODE_WRITE:
+			return Max(GetWalRcvWriteRecPtr(), replayed);
+		case RG_MODE_FLUSH:
+			return Max(GetWalRcvFlushRecPtr(NULL, NULL), replayed);
+	}
+	pg_unreachable();
 }
 
 /*
  * rg_wait_on_primary
  *		On a server that is not in recovery everything up to the WAL insert
  *		position exists; a target beyond it cannot be a token of this server.
+ *		The write and flush modes promise the WAL is on disk here: flush it.
  */
 static RgWaitResult
-rg_wait_on_primary(XLogRecPtr target, XLogRecPtr *replayed)
+rg_wait_on_primary(XLogRecPtr target, RgWaitMode mode, XLogRecPtr *position)
 {
 	XLogRecPtr	insert = GetXLogInsertRecPtr();
 
 	if (target > insert)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("target LSN " RG_LSN_FMT " is beyond the WAL insert position " RG_LSN_FMT " of this server",
-						RG_LSN_ARGS(target), RG_LSN_ARGS(insert)),
+				 errmsg("target LSN %s is beyond the WAL insert position %s of this server",
+						rg_lsn_text(target), rg_lsn_text(insert)),
 				 errdetail("This server is not in recovery, and it has written WAL only up to its insert position."),
 				 errhint("Use a token taken from this server, or gate on a standby of it.")));
-	*replayed = insert;
+	if (mode != RG_MODE_REPLAY)
+		XLogFlush(target);
+	*position = insert;
 	rg_stats_count(RG_WAIT_REACHED, 0);
 	return RG_WAIT_REACHED;
 }
 
+#ifdef RG_HAVE_CORE_WAIT
+/*
+ * rg_sleep_for_lsn
+ *		Sleep until "target" is reached in "mode", recovery ends or
+ *		"deadline" passes, in core's waiter machinery.  Returns whether the
+ *		target was reached; the caller re-checks recovery.
+ */
+static bool
+rg_sleep_for_lsn(XLogRecPtr target, RgWaitMode mode, TimestampTz deadline)
+{
+	static const WaitLSNType types[RG_NMODES] = {
+		WAIT_LSN_TYPE_STANDBY_REPLAY,
+		WAIT_LSN_TYPE_STANDBY_WRITE,
+		WAIT_LSN_TYPE_STANDBY_FLUSH
+	};
+
+	for (;;)
+	{
+		long		ms = (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
+
+		if (ms <= 0)
+			return false;
+		switch (WaitForLSN(types[mode], target,
+						   Min(ms, RG_CORE_WAIT_RECHECK_MS)))
+		{
+			case WAIT_LSN_RESULT_SUCCESS:
+				return true;
+			case WAIT_LSN_RESULT_NOT_IN_RECOVERY:
+				return false;
+			case WAIT_LSN_RESULT_TIMEOUT:
+				break;
+		}
+	}
+}
+#else
+/*
+ * rg_sleep_for_lsn
+ *		Sleep until "target" is reached in "mode", recovery ends or
+ *		"deadline" passes.  Returns whether the target was reached; the
+ *		caller re-checks recovery.
+ *
+ * Linked into the registry, the backend sleeps on its latch and the replay
+ * watcher wakes it exactly when its target is reached; without the registry
+ * (library not preloaded, watcher not running) it polls every
+ * poll_interval.
+ */
+static bool
+rg_sleep_for_lsn(XLogRecPtr target, RgWaitMode mode, TimestampTz deadline)
+{
+	bool		linked = rg_registry_link(target, mode);
+	bool		reached;
+
+	for (;;)
+	{
+		/* Read the recovery state before the position: see below. */
+		bool		in_recovery = RecoveryInProgress();
+
+		reached = rg_standby_position(mode) >= target;
+
+		/*
+		 * Replay stops before recovery is declared over, so a position read
+		 * after seeing recovery ended is final.
+		 */
+		if (reached || !in_recovery)
+			break;
+
+		/* Taken out without reaching the target: the watcher left. */
+		if (linked && !rg_registry_is_linked())
+			linked = false;
+
+		/* Linked, the watcher wakes us; otherwise poll. */
+		if (!rg_gate_sleep(deadline,
+						   linked ? 0 : (long) ceil(rg_poll_interval),
+						   RG_WAIT_EVENT(rg_wait_event, "ReplicaGateWaitReplay")))
+			break;
+	}
+	rg_registry_unlink();
+	return reached;
+}
+#endif
+
 /*
  * rg_wait_for_lsn
- *		Wait until this server has replayed "target", at most timeout_ms
- *		(0: check once).  Sets *replayed to the last position seen.
+ *		Wait until this server has reached "target" in "mode" (replayed,
+ *		written or flushed it), at most timeout_ms (0: check once).  Sets
+ *		*position to the last position seen.
  *
  * On a primary it answers at once (see rg_wait_on_primary).  If recovery
  * ends during the wait, the answer is "reached" only when the target was
- * replayed before it ended; WAL this server did not replay never counts.
- *
- * The backend sleeps on its latch.  With the registry it is woken by the
- * replay watcher exactly when its target is reached; without it (library
- * not preloaded, watcher not running) it polls every poll_interval.
+ * reached before it ended; WAL this server did not replay never counts.
  */
 RgWaitResult
-rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
+rg_wait_for_lsn(XLogRecPtr target, RgWaitMode mode, int timeout_ms,
+				XLogRecPtr *position)
 {
 	RgWaitResult result;
 	TimestampTz start;
 	TimestampTz deadline;
-	bool		linked;
 
 	if (!RecoveryInProgress())
-		return rg_wait_on_primary(target, replayed);
+		return rg_wait_on_primary(target, mode, position);
 
-	*replayed = GetXLogReplayRecPtr(NULL);
-	if (rg_gate_decided(*replayed >= target, timeout_ms, &result,
+	*position = rg_standby_position(mode);
+	if (rg_gate_decided(*position >= target, timeout_ms, &result,
 						&start, &deadline))
 		return result;
 
-	PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, TimestampTzGetDatum(start));
+	PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(&start));
 	{
-		linked = rg_registry_link(target);
-		for (;;)
+		if (rg_sleep_for_lsn(target, mode, deadline))
+			result = RG_WAIT_REACHED;
+		else
 		{
-			/* Read the recovery state before the position: see below. */
+			/* Read the recovery state before the position, as above. */
 			bool		in_recovery = RecoveryInProgress();
 
-			*replayed = GetXLogReplayRecPtr(NULL);
-			if (*replayed >= target)
-			{
+			if (rg_standby_position(mode) >= target)
 				result = RG_WAIT_REACHED;
-				break;
-			}
-
-			/*
-			 * Replay stops before recovery is declared over, so a position
-			 * read after seeing recovery ended is final.
-			 */
-			if (!in_recovery)
-			{
+			else if (!in_recovery)
 				result = RG_WAIT_NOT_IN_RECOVERY;
-				break;
-			}
-
-			/* Taken out without reaching the target: the watcher left. */
-			if (linked && !rg_registry_is_linked())
-				linked = false;
-
-			/* Linked, the watcher wakes us; otherwise poll. */
-			if (!rg_gate_sleep(deadline,
-							   linked ? 0 : (long) ceil(rg_poll_interval),
-							   RG_WAIT_EVENT(rg_wait_event, "ReplicaGateWaitReplay")))
-			{
+			else
 				result = RG_WAIT_TIMEOUT;
-				break;
-			}
 		}
+		*position = rg_standby_position(mode);
 	}
-	PG_END_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, TimestampTzGetDatum(start));
-	rg_registry_unlink();
+	PG_END_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(&start));
 	rg_stats_count(result, start);
 
 	return result;
@@ -222,13 +349,15 @@ rg_wait_for_lsn(XLogRecPtr target, int timeout_ms, XLogRecPtr *replayed)
  *		Raise the error for a wait that recovery's end cut short.
  */
 void
-rg_report_not_in_recovery(XLogRecPtr target, XLogRecPtr replayed)
+rg_report_not_in_recovery(XLogRecPtr target, RgWaitMode mode,
+						  XLogRecPtr position)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("recovery is not in progress"),
-			 errdetail("Recovery ended before replaying target LSN " RG_LSN_FMT "; last replayed LSN " RG_LSN_FMT ".",
-					   RG_LSN_ARGS(target), RG_LSN_ARGS(replayed))));
+			 errdetail("Recovery ended before target LSN %s was %s; the last %s LSN is %s.",
+					   rg_lsn_text(target), rg_mode_verbs[mode],
+					   rg_mode_verbs[mode], rg_lsn_text(position))));
 }
 
 /*
@@ -236,19 +365,19 @@ rg_report_not_in_recovery(XLogRecPtr target, XLogRecPtr replayed)
  *		rg_wait_for_lsn, raising an error unless the target was reached.
  */
 void
-rg_require_lsn(XLogRecPtr target, int timeout_ms)
+rg_require_lsn(XLogRecPtr target, RgWaitMode mode, int timeout_ms)
 {
-	XLogRecPtr	replayed;
-	RgWaitResult result = rg_wait_for_lsn(target, timeout_ms, &replayed);
+	XLogRecPtr	position;
+	RgWaitResult result = rg_wait_for_lsn(target, mode, timeout_ms, &position);
 
 	if (result == RG_WAIT_TIMEOUT)
 		ereport(ERROR,
 				(errcode(ERRCODE_RG_REPLICA_BEHIND),
-				 errmsg("replica has not replayed LSN " RG_LSN_FMT " within %d ms",
-						RG_LSN_ARGS(target), timeout_ms),
-				 errdetail("The last replayed LSN is " RG_LSN_FMT ".",
-						   RG_LSN_ARGS(replayed)),
+				 errmsg("replica has not %s LSN %s within %d ms",
+						rg_mode_verbs[mode], rg_lsn_text(target), timeout_ms),
+				 errdetail("The last %s LSN is %s.",
+						   rg_mode_verbs[mode], rg_lsn_text(position)),
 				 errhint("Run the read on the primary, or wait longer.")));
 	if (result == RG_WAIT_NOT_IN_RECOVERY)
-		rg_report_not_in_recovery(target, replayed);
+		rg_report_not_in_recovery(target, mode, position);
 }

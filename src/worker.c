@@ -16,6 +16,13 @@
  * When recovery ends it wakes everyone, so that waiters can tell whether
  * their target was replayed before the promotion.
  *
+ * Waiters in the write and flush modes are woken by the same scans: their
+ * positions only move when the walreceiver writes, which either precedes a
+ * replayed record (a broadcast) or ends a quiet sleep (arrival.c).
+ *
+ * Not built on PostgreSQL 19 and later: core's startup process and
+ * walreceiver wake the waiters there (wait.c).
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -35,8 +42,9 @@
 #include "storage/condition_variable.h"
 #endif
 
-#include "compat.h"
 #include "replica_gate.h"
+
+#ifndef RG_HAVE_CORE_WAIT
 
 /*
  * How long the watcher sleeps on wal_replay_cv before re-checking anyway.
@@ -246,7 +254,7 @@ rg_worker_main(Datum main_arg)
 	for (;;)
 	{
 		bool		in_recovery;
-		XLogRecPtr	replayed;
+		XLogRecPtr	positions[RG_NMODES];
 
 		CHECK_FOR_INTERRUPTS();
 		if (ConfigReloadPending)
@@ -268,9 +276,12 @@ rg_worker_main(Datum main_arg)
 
 		in_recovery = RecoveryInProgress();
 		rg_worker_track_arrival(in_recovery);
-		replayed = GetXLogReplayRecPtr(NULL);
-		(void) rg_registry_wake(replayed, !in_recovery);
+		for (int m = 0; m < RG_NMODES; m++)
+			positions[m] = rg_standby_position((RgWaitMode) m);
+		(void) rg_registry_wake(positions, !in_recovery);
 		if (in_recovery)
-			rg_worker_sleep(replayed);
+			rg_worker_sleep(positions[RG_MODE_REPLAY]);
 	}
 }
+
+#endif							/* !RG_HAVE_CORE_WAIT */

@@ -15,7 +15,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 use Time::HiRes qw(gettimeofday tv_interval);
 
-our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of);
+our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
+  rg_core_wait rg_next_lsn);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -76,14 +77,45 @@ sub rg_bg_finish
 	return $h;
 }
 
+# rg_major($node)
+#	The server's major version (13, ..., 19), beta builds included.
+sub rg_major
+{
+	my ($node) = @_;
+	return int($node->safe_psql('postgres', 'SHOW server_version_num') / 10000);
+}
+
+# rg_core_wait($node)
+#	Do gates wait in core's waiter registry there (19+), with no replay
+#	watcher of replica_gate's own?
+sub rg_core_wait
+{
+	return rg_major($_[0]) >= 19;
+}
+
+# rg_next_lsn($primary)
+#	The LSN one byte past the primary's WAL insert position: the next WAL
+#	record written passes it.
+sub rg_next_lsn
+{
+	my ($primary) = @_;
+	my ($hi, $lo) = split m{/},
+	  $primary->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn()');
+	my $lsn = hex($hi) * 2**32 + hex($lo) + 1;
+	return sprintf('%X/%X', int($lsn / 2**32), $lsn % 2**32);
+}
+
 # rg_pid_of($node, $appname)
 #	Wait until the session named $appname sleeps in a gate; return its pid.
+#	Gates show wait event type Extension, or on 19+, where they wait in
+#	core's registry, core's WaitForWal* events.
 sub rg_pid_of
 {
 	my ($node, $appname) = @_;
 	$node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM pg_stat_activity
-		 WHERE application_name = '$appname' AND wait_event_type = 'Extension'")
+		 WHERE application_name = '$appname'
+		   AND (wait_event_type = 'Extension' OR wait_event LIKE 'WaitForWal%')")
 	  or die "session $appname never started waiting";
 	return $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE application_name = '$appname'");

@@ -6,13 +6,13 @@
 \pset tuples_only true
 \pset pager off
 
-SELECT plan(72);
+SELECT plan(76);
 
 -- Signatures.
 SELECT has_schema('replica_gate');
-SELECT has_function('replica_gate', 'caught_up', ARRAY['pg_lsn']);
-SELECT has_function('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer']);
-SELECT has_function('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer']);
+SELECT has_function('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text']);
+SELECT has_function('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer', 'text']);
+SELECT has_function('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer', 'text']);
 SELECT has_function('replica_gate', 'waiters', ARRAY[]::text[]);
 SELECT has_function('replica_gate', 'last_commit_lsn', ARRAY[]::text[]);
 SELECT has_function('replica_gate', 'seen_lsn', ARRAY[]::text[]);
@@ -30,26 +30,28 @@ SELECT columns_are('replica_gate', 'stats', ARRAY['calls', 'immediate', 'waits',
 SELECT is(pg_get_function_arguments('replica_gate.status()'::regprocedure),
 	'OUT role text, OUT replay_lsn pg_lsn, OUT receive_lsn pg_lsn, OUT insert_lsn pg_lsn, OUT flush_lsn pg_lsn, OUT timeline integer, OUT replay_paused boolean, OUT streaming boolean, OUT staleness interval, OUT waiters integer',
 	'status() columns');
-SELECT function_returns('replica_gate', 'caught_up', ARRAY['pg_lsn'], 'boolean');
-SELECT function_returns('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer'], 'boolean');
-SELECT function_returns('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer'], 'void');
+SELECT function_returns('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text'], 'boolean');
+SELECT function_returns('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'boolean');
+SELECT function_returns('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'void');
 SELECT function_returns('replica_gate', 'waiters', ARRAY[]::text[], 'integer');
-SELECT volatility_is('replica_gate', 'caught_up', ARRAY['pg_lsn'], 'volatile');
-SELECT volatility_is('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer'], 'volatile');
-SELECT volatility_is('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer'], 'volatile');
-SELECT isnt_strict('replica_gate', 'caught_up', ARRAY['pg_lsn'],
+SELECT volatility_is('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text'], 'volatile');
+SELECT volatility_is('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'volatile');
+SELECT volatility_is('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'volatile');
+SELECT isnt_strict('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text'],
 	'caught_up is not strict: a NULL target means nothing to wait for');
-SELECT isnt_strict('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer']);
-SELECT is((SELECT pg_get_function_arguments('replica_gate.wait_for_lsn(pg_lsn, integer)'::regprocedure)),
-	'target pg_lsn, timeout_ms integer DEFAULT NULL::integer', 'wait_for_lsn arguments and default');
-SELECT is((SELECT pg_get_function_arguments('replica_gate.require_lsn(pg_lsn, integer)'::regprocedure)),
-	'target pg_lsn, timeout_ms integer DEFAULT NULL::integer', 'require_lsn arguments and default');
+SELECT isnt_strict('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer', 'text']);
+SELECT is((SELECT pg_get_function_arguments('replica_gate.wait_for_lsn(pg_lsn, integer, text)'::regprocedure)),
+	'target pg_lsn, timeout_ms integer DEFAULT NULL::integer, mode text DEFAULT ''replay''::text',
+	'wait_for_lsn arguments and defaults');
+SELECT is((SELECT pg_get_function_arguments('replica_gate.require_lsn(pg_lsn, integer, text)'::regprocedure)),
+	'target pg_lsn, timeout_ms integer DEFAULT NULL::integer, mode text DEFAULT ''replay''::text',
+	'require_lsn arguments and defaults');
 
 -- Privileges: the gates are for everyone.
 SELECT schema_privs_are('replica_gate', 'public', ARRAY['USAGE']);
-SELECT function_privs_are('replica_gate', 'caught_up', ARRAY['pg_lsn'], 'public', ARRAY['EXECUTE']);
-SELECT function_privs_are('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer'], 'public', ARRAY['EXECUTE']);
-SELECT function_privs_are('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer'], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text'], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'waiters', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'last_commit_lsn', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'seen_lsn', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
@@ -82,10 +84,16 @@ SELECT throws_ok($$SELECT replica_gate.wait_for_lsn('0/1', -1)$$,
 	'22023', '"timeout_ms" must not be negative', 'negative timeout');
 SELECT throws_ok($$SELECT replica_gate.require_lsn(NULL, -1)$$,
 	'22023', '"timeout_ms" must not be negative', 'negative timeout with NULL target');
-SELECT throws_like($$SELECT replica_gate.caught_up('FFFFFFFF/0')$$,
-	'target LSN FFFFFFFF/0 is beyond the WAL insert position %/% of this server',
+SELECT throws_like($$SELECT replica_gate.caught_up('FFFFFFFF/FFFFFFFF')$$,
+	'target LSN FFFFFFFF/FFFFFFFF is beyond the WAL insert position %/% of this server',
 	'target beyond the primary''s WAL');
-SELECT throws_ok($$SELECT replica_gate.caught_up('FFFFFFFF/0')$$, '22023');
+SELECT throws_ok($$SELECT replica_gate.caught_up('FFFFFFFF/FFFFFFFF')$$, '22023');
+SELECT throws_ok($$SELECT replica_gate.caught_up('0/1', 'apply')$$,
+	'22023', 'unrecognized value for "mode": "apply"', 'unknown wait mode');
+SELECT throws_ok($$SELECT replica_gate.wait_for_lsn('0/1', 0, NULL)$$,
+	'22004', '"mode" must not be null', 'NULL wait mode');
+SELECT throws_ok($$SELECT replica_gate.require_lsn(NULL, 0, 'Write')$$,
+	'22023', 'unrecognized value for "mode": "Write"', 'modes are case-sensitive, even with nothing to wait for');
 SELECT throws_ok($$SELECT replica_gate.fresh_within('-1s')$$,
 	'22023', '"max_staleness" must not be negative', 'negative staleness limit');
 SELECT throws_ok($$SELECT replica_gate.caught_up('junk')$$,
@@ -136,6 +144,10 @@ COMMIT;
 -- Results on a primary.
 SELECT is(replica_gate.wait_for_lsn(pg_current_wal_insert_lsn(), 0), true, 'primary: written LSN is caught up');
 SELECT is(replica_gate.wait_for_lsn(NULL, NULL), true, 'NULL target passes');
+SELECT pg_current_wal_insert_lsn() AS target \gset
+SELECT is(replica_gate.caught_up(:'target', 'flush')
+		  AND pg_current_wal_flush_lsn() >= :'target', true,
+	'primary: flush mode flushes the WAL up to the target');
 SELECT is(replica_gate.waiters(), 0, 'nobody waits on a primary');
 
 SELECT * FROM finish();

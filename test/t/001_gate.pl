@@ -36,11 +36,11 @@ sub write_value
 		"UPDATE t SET v = '$v' WHERE id = 1; SELECT replica_gate.last_commit_lsn()");
 }
 
-# The watcher is running on the standby.
+# The watcher is running on the standby (13-18); 19+ waits in core's registry.
 is( $standby->safe_psql('postgres',
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'replica_gate replay watcher'"),
-	'1',
-	'replay watcher runs on the standby');
+	rg_core_wait($standby) ? '0' : '1',
+	'replay watcher runs on the standby before 19, not from 19 on');
 
 # --- apply delay: a stale read next to a gated one -------------------------
 set_delay('3s');
@@ -85,36 +85,65 @@ $primary->wait_for_catchup($standby->name, 'replay');
 # --- timeouts ----------------------------------------------------------------
 $t0 = [gettimeofday];
 is( $standby->safe_psql('postgres',
-		"SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 200)"),
+		"SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 200)"),
 	'f', 'unreachable target: wait_for_lsn returns false');
 $waited = tv_interval($t0);
 cmp_ok($waited, '>=', 0.2, "it waited its timeout (${waited}s)");
 
-is($standby->safe_psql('postgres', "SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 0)"),
+is($standby->safe_psql('postgres', "SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 0)"),
 	'f', 'timeout 0 checks once');
 
 my ($ret, $out, $err) = $standby->psql('postgres',
-	"\\set VERBOSITY verbose\nSELECT replica_gate.require_lsn('FFFFFFFF/0', 100); SELECT 'read ran'");
+	"\\set VERBOSITY verbose\nSELECT replica_gate.require_lsn('FFFFFFFF/FFFFFFFF', 100); SELECT 'read ran'");
 isnt($ret, 0, 'require_lsn fails on timeout');
 unlike($out, qr/read ran/, 'the read after a failed gate in the same query string did not run');
-like($err, qr/ERROR:  RG001: replica has not replayed LSN FFFFFFFF\/0 within 100 ms/,
+like($err, qr/ERROR:  RG001: replica has not replayed LSN FFFFFFFF\/FFFFFFFF within 100 ms/,
 	'require_lsn raises RG001 naming the target');
 like($err, qr/DETAIL:  The last replayed LSN is [0-9A-F]+\/[0-9A-F]+\./,
 	'and the replay position');
 
+# LSNs in messages print exactly as this server's pg_lsn output does (19
+# zero-pads the low half).
+my ($lsn_text, $replay_text) = split /\|/, $standby->safe_psql('postgres',
+	"SELECT 'FFFFFFFF/1'::pg_lsn::text, pg_last_wal_replay_lsn()::text");
 ($ret, $out, $err) = $standby->psql('postgres',
-	"SET replica_gate.default_timeout = 100; SET replica_gate.require_lsn = 'FFFFFFFF/0'");
-like($err, qr/replica has not replayed LSN FFFFFFFF\/0 within 100 ms/,
+	"SELECT replica_gate.require_lsn('FFFFFFFF/1', 0)");
+like($err, qr/replica has not replayed LSN \Q$lsn_text\E within 0 ms/,
+	"the target prints as pg_lsn does ($lsn_text)");
+like($err, qr/The last replayed LSN is \Q$replay_text\E\./,
+	"so does the replay position ($replay_text)");
+
+# In one session: a SET that passed, one that timed out, then SHOW.
+($ret, $out, $err) = $standby->psql(
+	'postgres', qq{
+SET replica_gate.default_timeout = 100;
+SET replica_gate.require_lsn = '$lsn';
+SET replica_gate.require_lsn = 'FFFFFFFF/FFFFFFFF';
+SHOW replica_gate.require_lsn;}, on_error_stop => 0);
+like($err, qr/replica has not replayed LSN FFFFFFFF\/FFFFFFFF within 100 ms/,
 	'SET form raises the same error on timeout');
-is($standby->safe_psql('postgres', "SHOW replica_gate.require_lsn"),
-	'', 'a failed SET leaves the value unset');
+is($out, $lsn, 'a failed SET leaves the value of the last SET that passed');
 
 $t0 = [gettimeofday];
 is( $standby->safe_psql('postgres',
-		"SET replica_gate.max_timeout = 300; SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 100000)"),
+		"SET replica_gate.max_timeout = 300; SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 100000)"),
 	'f', 'a huge timeout is capped by max_timeout');
 $waited = tv_interval($t0);
-cmp_ok($waited, '<', 30, "capped wait ended early (${waited}s)");
+ok($waited >= 0.3 && $waited < 3, "the capped wait lasted max_timeout (${waited}s)");
+
+# A NULL timeout means default_timeout; both are cut to max_timeout.
+$t0 = [gettimeofday];
+is( $standby->safe_psql('postgres',
+		"SET replica_gate.default_timeout = 400; SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', NULL)"),
+	'f', 'NULL timeout: wait_for_lsn waits default_timeout');
+$waited = tv_interval($t0);
+ok($waited >= 0.4 && $waited < 3, "it waited default_timeout (${waited}s)");
+$t0 = [gettimeofday];
+$standby->safe_psql('postgres',
+	"SET replica_gate.max_timeout = 300; SET replica_gate.default_timeout = 60000; "
+	  . "SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF')");
+$waited = tv_interval($t0);
+ok($waited >= 0.3 && $waited < 3, "default_timeout is cut to max_timeout too (${waited}s)");
 
 # --- paused replay -----------------------------------------------------------
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
@@ -127,13 +156,24 @@ is($standby->safe_psql('postgres', "SELECT replica_gate.wait_for_lsn('$lsn', 300
 $waited = tv_interval($t0);
 cmp_ok($waited, '<', 30, "paused replay did not stretch the wait (${waited}s)");
 
+# An empty SET value means no token: it returns at once, even here.
+$t0 = [gettimeofday];
+is( $standby->safe_psql('postgres',
+		"SET replica_gate.default_timeout = 5000; SET replica_gate.require_lsn = ''; SELECT v FROM t WHERE id = 1"),
+	'rr', 'an empty SET value does not wait (and the read is stale, as without a gate)');
+$waited = tv_interval($t0);
+cmp_ok($waited, '<', 2, "it did not wait for its 5 s budget (${waited}s)");
+
 my $w = rg_bg_start($standby,
 	"SELECT replica_gate.wait_for_lsn('$lsn', 60000); SELECT v FROM t WHERE id = 1",
 	'paused_waiter');
 my $pid = rg_pid_of($standby, 'paused_waiter');
 my $event = $standby->safe_psql('postgres',
 	"SELECT wait_event_type || ':' || wait_event FROM pg_stat_activity WHERE pid = $pid");
-like($event, qr/^Extension:(Extension|ReplicaGateWaitReplay)$/,
+like($event,
+	rg_core_wait($standby)
+	? qr/^(IPC|Client):WaitForWalReplay$/
+	: qr/^Extension:(Extension|ReplicaGateWaitReplay)$/,
 	"pg_stat_activity shows the wait ($event)");
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
 	'1', 'one backend registered');
@@ -168,7 +208,7 @@ is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
 	'0', 'none left registered');
 
 # --- cancel, terminate, statement_timeout -------------------------------------
-$w = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 60000)",
+$w = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 60000)",
 	'cancelled');
 $pid = rg_pid_of($standby, 'cancelled');
 $standby->safe_psql('postgres', "SELECT pg_cancel_backend($pid)");
@@ -178,7 +218,7 @@ like($w->{stderr}, qr/57014: canceling statement due to user request/,
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
 	'0', 'a cancelled waiter leaves nothing behind');
 
-$w = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 60000)",
+$w = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 60000)",
 	'terminated');
 $pid = rg_pid_of($standby, 'terminated');
 $standby->safe_psql('postgres', "SELECT pg_terminate_backend($pid)");
@@ -189,7 +229,7 @@ ok($standby->poll_query_until('postgres', 'SELECT replica_gate.waiters() = 0'),
 	'a terminated waiter leaves nothing behind');
 
 $w = rg_bg_start($standby,
-	"SET statement_timeout = 300; SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 60000)",
+	"SET statement_timeout = 300; SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 60000)",
 	'stmt_timeout');
 rg_bg_finish($w);
 like($w->{stderr}, qr/57014: canceling statement due to statement timeout/,
@@ -202,12 +242,12 @@ is( $standby->safe_psql(
 		'postgres', q{
 SET statement_timeout = 200;
 DO $$ BEGIN
-	PERFORM replica_gate.wait_for_lsn('FFFFFFFF/0', 60000);
+	PERFORM replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 60000);
 EXCEPTION WHEN query_canceled THEN NULL;
 END $$;
 RESET statement_timeout;
 SELECT replica_gate.waiters();
-SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 50);}),
+SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 50);}),
 	"0\nf",
 	'a wait aborted inside a subtransaction leaves nothing behind');
 

@@ -30,7 +30,7 @@ sub prepare_conflict
 {
 	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
 	# 14+ tells when the pause took effect; 13 only that it was requested.
-	if ($standby->pg_version >= 14)
+	if (rg_major($standby) >= 14)
 	{
 		$standby->poll_query_until('postgres',
 			"SELECT pg_get_wal_replay_pause_state() = 'paused'")
@@ -72,19 +72,24 @@ is($w->{rc}, 0, 'the SET-form gate succeeded') or diag($w->{stderr});
 is($w->{stdout}, 't', 'after replay passed the cleanup record');
 
 # The same as the first statement of a REPEATABLE READ transaction, which
-# then sees the rows inserted after the VACUUM.
+# then sees the state at the token: the DELETE replayed, and the row written
+# last.  (Before the gate the standby shows the 1000 rows of before the
+# DELETE and not that row.)
 $lsn = prepare_conflict();
-my $after = $primary->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+my $after = $primary->safe_psql('postgres',
+	'INSERT INTO d VALUES (-1); SELECT replica_gate.last_commit_lsn()');
+is($standby->safe_psql('postgres', 'SELECT count(*), count(*) FILTER (WHERE id = -1) FROM d'),
+	'1000|0', 'before the gate the paused standby shows the old rows');
 $w = rg_bg_start($standby, qq{
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SET LOCAL replica_gate.default_timeout = 30000;
 SET LOCAL replica_gate.require_lsn = '$after';
-SELECT count(*) FROM d;
+SELECT count(*), count(*) FILTER (WHERE id = -1) FROM d;
 COMMIT;}, 'rr_waiter');
 rg_pid_of($standby, 'rr_waiter');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 rg_bg_finish($w);
-is($w->{stdout}, '1000', 'REPEATABLE READ after a SET LOCAL gate sees the state at the token')
+is($w->{stdout}, '1001|1', 'REPEATABLE READ after a SET LOCAL gate sees the state at the token')
   or diag($w->{stderr});
 
 $primary->stop;

@@ -25,7 +25,7 @@ $primary->wait_for_catchup($standby->name, 'flush');
 my $reached = rg_bg_start($standby,
 	"SELECT replica_gate.wait_for_lsn('$lsn', 60000)", 'reached');
 my $beyond = rg_bg_start($standby,
-	"SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 60000)", 'beyond');
+	"SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 60000)", 'beyond');
 rg_pid_of($standby, 'reached');
 rg_pid_of($standby, 'beyond');
 
@@ -39,7 +39,7 @@ rg_bg_finish($beyond);
 like($beyond->{stderr}, qr/ERROR:  55000: recovery is not in progress/,
 	'target never replayed: recovery is not in progress');
 like($beyond->{stderr},
-	qr/DETAIL:  Recovery ended before replaying target LSN FFFFFFFF\/0; last replayed LSN [0-9A-F]+\/[0-9A-F]+\./,
+	qr/DETAIL:  Recovery ended before target LSN FFFFFFFF\/FFFFFFFF was replayed; the last replayed LSN is [0-9A-F]+\/[0-9A-F]+\./,
 	'the detail names the target and the last replayed LSN');
 cmp_ok($beyond->{elapsed}, '<', 30, 'the wait ended with the promotion');
 
@@ -48,8 +48,8 @@ is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
 is($standby->safe_psql('postgres', "SELECT replica_gate.caught_up('$lsn')"),
 	't', 'as a primary, an old token is caught up');
 my ($ret, $out, $err) = $standby->psql('postgres',
-	"SELECT replica_gate.caught_up('FFFFFFFF/0')");
-like($err, qr/target LSN FFFFFFFF\/0 is beyond the WAL insert position/,
+	"SELECT replica_gate.caught_up('FFFFFFFF/FFFFFFFF')");
+like($err, qr/target LSN FFFFFFFF\/FFFFFFFF is beyond the WAL insert position/,
 	'as a primary, a target beyond its WAL is an error');
 
 $standby->stop;

@@ -21,7 +21,7 @@ plan skip_all => 'no /proc/PID/schedstat' unless -r "/proc/$$/schedstat";
 
 my ($primary, $standby) = rg_primary_standby();
 plan skip_all => 'PostgreSQL 16+ wakes the watcher on the replay condition variable'
-  if $standby->pg_version >= 16;
+  if rg_major($standby) >= 16;
 
 $primary->safe_psql('postgres', 'CREATE TABLE t (v int)');
 $primary->wait_for_catchup($standby->name, 'replay');
@@ -43,20 +43,11 @@ sub watcher_runs
 	return $runs->() - $before;
 }
 
-# The LSN one byte past the primary's WAL: the next commit passes it.
-sub next_lsn
-{
-	my ($hi, $lo) = split m{/},
-	  $primary->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn()');
-	my $lsn = hex($hi) * 2**32 + hex($lo) + 1;
-	return sprintf('%X/%X', int($lsn / 2**32), $lsn % 2**32);
-}
-
 # Nothing to replay: the watcher sleeps although someone waits, and new WAL
 # still ends the wait at once.
 for my $round (1 .. 3)
 {
-	my $target = next_lsn();
+	my $target = rg_next_lsn($primary);
 	my $h = rg_bg_start($standby,
 		"SELECT replica_gate.wait_for_lsn('$target', 60000), extract(epoch FROM clock_timestamp())",
 		"quiet$round");
@@ -82,7 +73,7 @@ for my $round (1 .. 3)
 # Received WAL that replay has not applied (here: replay paused) keeps the
 # watcher polling, so that replay resuming is noticed at once.
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
-my $target = next_lsn();
+my $target = rg_next_lsn($primary);
 $primary->safe_psql('postgres', 'INSERT INTO t VALUES (2)');
 $primary->wait_for_catchup($standby->name, 'write');
 my $h = rg_bg_start($standby,
@@ -100,7 +91,7 @@ is($h->{stdout}, 't', 'the wait ends once replay resumes');
 $primary->safe_psql('postgres', 'INSERT INTO t SELECT g FROM generate_series(1, 100000) g');
 $primary->wait_for_catchup($standby->name, 'replay');
 $h = rg_bg_start($standby,
-	q{DO $$ BEGIN PERFORM replica_gate.wait_for_lsn('FFFFFFFF/0', 60000);
+	q{DO $$ BEGIN PERFORM replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 60000);
 	  EXCEPTION WHEN object_not_in_prerequisite_state THEN
 	  RAISE NOTICE 'ended at %', extract(epoch FROM clock_timestamp()); END $$},
 	'promotion');
@@ -128,7 +119,7 @@ $archive->start;
 $archive->poll_query_until('postgres', 'SELECT pg_is_in_recovery()')
   or die 'archive standby is not in recovery';
 $h = rg_bg_start($archive,
-	"SELECT replica_gate.wait_for_lsn('FFFFFFFF/0', 60000)", 'archive');
+	"SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 60000)", 'archive');
 rg_pid_of($archive, 'archive');
 cmp_ok(watcher_runs($archive, 1), '>', 200,
 	'without a walreceiver the watcher polls while someone waits');
