@@ -14,6 +14,7 @@ OBJS = \
 	src/set_gate.o \
 	src/shmem.o \
 	src/staleness.o \
+	src/target.o \
 	src/stats.o \
 	src/token.o \
 	src/wait.o \

@@ -8,6 +8,7 @@ writes CSV files to the output directory.  Parts:
   wake   wake-up latency of N waiters after replay resumes
   idle   standby CPU while N waiters sit on an unreachable target
   check  caught_up() against the bare SQL comparison (pgbench)
+  replay replay speed and standby CPU with and without N waiting sessions
 """
 import argparse
 import csv
@@ -169,7 +170,7 @@ def run_policy(args, policy, ops):
                     s.primary.execute("UPDATE profile SET v = %s WHERE id = %s",
                                       (st["value"], user))
                     st["token"] = s.primary.info.parameter_status(
-                        "replica_gate.last_commit_lsn")
+                        "replica_gate.last_commit_token")
                     st["at"] = time.monotonic()
                 else:
                     t0 = time.perf_counter()
@@ -227,8 +228,8 @@ def part_ryw(args):
 # when the wait returned.
 WAITERS = {
     "gate": "SELECT replica_gate.wait_for_lsn($1, 60000), extract(epoch FROM clock_timestamp())",
-    "loop_1ms": "SELECT bench_poll($1, 0.001, 60), extract(epoch FROM clock_timestamp())",
-    "loop_10ms": "SELECT bench_poll($1, 0.01, 60), extract(epoch FROM clock_timestamp())",
+    "loop_1ms": "SELECT bench_poll(split_part($1, ':', 2)::pg_lsn, 0.001, 60), extract(epoch FROM clock_timestamp())",
+    "loop_10ms": "SELECT bench_poll(split_part($1, ':', 2)::pg_lsn, 0.01, 60), extract(epoch FROM clock_timestamp())",
 }
 
 
@@ -390,13 +391,72 @@ def part_check(args):
     write_csv(args, "check.csv", rows)
 
 
+# --- 5. replay cost ---------------------------------------------------------------------
+
+def replay_round(args, pr, sb, waiters):
+    """Write args.replay_commits single-row commits while replay is paused,
+    then resume and time the replay, with `waiters` sessions waiting on an
+    LSN past the end.  Returns (seconds, standby CPU ms)."""
+    sb.execute("SELECT pg_wal_replay_pause()")
+    while not one(sb, "SELECT pg_is_wal_replay_paused()"):
+        time.sleep(0.01)
+    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
+        f.write("INSERT INTO replay_log VALUES (1);\n")
+    subprocess.run(["pgbench", "-n", "-c", "2", "-j", "2", "-t", str(args.replay_commits // 2),
+                    "-f", f.name, args.primary], capture_output=True, check=True)
+    os.unlink(f.name)
+    target = one(pr, "SELECT pg_current_wal_insert_lsn()")
+    while not one(sb, "SELECT pg_last_wal_receive_lsn() >= %s", (target,)):
+        time.sleep(0.01)
+    ts, started = start_waiters(args, "gate", waiters) if waiters else ([], 0)
+    if started != waiters:
+        raise SystemExit(f"only {started} of {waiters} waiters started")
+    cpu0 = standby_cpu_ns(args.standby_pid)
+    t0 = time.monotonic()
+    sb.execute("SELECT pg_wal_replay_resume()")
+    while not one(sb, "SELECT pg_last_wal_replay_lsn() >= %s", (target,)):
+        time.sleep(0.001)
+    seconds = time.monotonic() - t0
+    cpu1 = standby_cpu_ns(args.standby_pid)
+    sb.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+               "WHERE application_name = 'bench_waiter'")
+    for t in ts:
+        t.join()
+    return seconds, sum(cpu1[p] - cpu0[p] for p in cpu0 if p in cpu1) / 1e6
+
+
+def part_replay(args):
+    n = args.replay_waiters
+    print(f"\n== 5. replay cost: time to replay {args.replay_commits} single-row commits "
+          f"written while replay was paused, alone and with {n} sessions waiting "
+          f"(rounds interleaved, order alternating)")
+    with connect(args.primary) as pr, connect(args.standby) as sb:
+        pr.execute("CREATE TABLE IF NOT EXISTS replay_log (v int)")
+        wait_replayed(pr, sb)
+        rows = []
+        for r in range(args.replay_rounds):
+            for w in ((0, n) if r % 2 == 0 else (n, 0)):
+                seconds, cpu = replay_round(args, pr, sb, w)
+                rows.append({"round": r + 1, "waiters": w, "replay_s": round(seconds, 3),
+                             "standby_cpu_ms": round(cpu)})
+                print(f"  round {r + 1}, {w} waiters: {seconds:.3f} s, standby CPU {cpu:.0f} ms")
+    alone = statistics.median(x["replay_s"] for x in rows if x["waiters"] == 0)
+    busy = statistics.median(x["replay_s"] for x in rows if x["waiters"] == n)
+    cpu_alone = statistics.median(x["standby_cpu_ms"] for x in rows if x["waiters"] == 0)
+    cpu_busy = statistics.median(x["standby_cpu_ms"] for x in rows if x["waiters"] == n)
+    print_table(rows)
+    print(f"median replay time: {alone:.3f} s alone, {busy:.3f} s with {n} waiters; "
+          f"speed ratio {alone / busy:.2f}; standby CPU during replay {cpu_busy / cpu_alone:.2f}x")
+    write_csv(args, "replay.csv", rows)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--primary", required=True)
     ap.add_argument("--standby", required=True)
     ap.add_argument("--standby-pid", type=int, required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--parts", default="ryw,wake,idle,check")
+    ap.add_argument("--parts", default="ryw,wake,idle,check,replay")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--users", type=int, default=300)
     ap.add_argument("--ops", type=int, default=4400)
@@ -420,9 +480,13 @@ def main():
     ap.add_argument("--idle-seconds", type=int, default=10)
     ap.add_argument("--check-rounds", type=int, default=3)
     ap.add_argument("--check-seconds", type=int, default=5)
+    ap.add_argument("--replay-commits", type=int, default=300000)
+    ap.add_argument("--replay-waiters", type=int, default=100)
+    ap.add_argument("--replay-rounds", type=int, default=3)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
-    parts = {"ryw": part_ryw, "wake": part_wake, "idle": part_idle, "check": part_check}
+    parts = {"ryw": part_ryw, "wake": part_wake, "idle": part_idle, "check": part_check,
+             "replay": part_replay}
     for name in args.parts.split(","):
         parts[name](args)
 

@@ -37,7 +37,7 @@
 #include "schedstat.h"
 
 #define WAKE_PROBE_SQL \
-	"SELECT bench_spin($1), extract(epoch FROM clock_timestamp())"
+	"SELECT bench_spin(split_part($1, ':', 2)::pg_lsn), extract(epoch FROM clock_timestamp())"
 
 static void
 wake_die(const char *what, PGconn *conn)
@@ -227,9 +227,9 @@ main(int argc, char **argv)
 		wake_pause(standby);
 		/* an insert leaves no dead rows to prune: no recovery conflict */
 		PQclear(PQexec(primary, "INSERT INTO wake_log DEFAULT VALUES"));
-		token = PQparameterStatus(primary, "replica_gate.last_commit_lsn");
+		token = PQparameterStatus(primary, "replica_gate.last_commit_token");
 		if (token == NULL)
-			wake_die("no replica_gate.last_commit_lsn reported", NULL);
+			wake_die("no replica_gate.last_commit_token reported", NULL);
 
 		for (int i = 0; i < n; i++)
 			wake_send(waiters[i], sql, token);

@@ -47,6 +47,27 @@ SELECT pg_temp.err($$SELECT replica_gate.require_lsn('0/1', 0, NULL)$$);
 SELECT pg_temp.err($$SELECT replica_gate.caught_up(NULL, 'x')$$);
 SELECT pg_temp.err($$SELECT replica_gate.caught_up('FFFFFFFF/FFFFFFFF', 'flush')$$);
 
+-- Tokens "<timeline>:<lsn>": on this primary's timeline 1 they compare
+-- LSNs; a newer timeline is one this primary will never reach (RG003).
+SELECT replica_gate.last_commit_token() ~ '^1:[0-9A-F]+/[0-9A-F]+$' AS write_token,
+       split_part(replica_gate.last_commit_token(), ':', 2)::pg_lsn
+         = replica_gate.last_commit_lsn() AS same_lsn,
+       replica_gate.seen_token() ~ '^1:[0-9A-F]+/[0-9A-F]+$' AS read_token;
+SELECT replica_gate.caught_up(replica_gate.last_commit_token()),
+       replica_gate.wait_for_lsn(replica_gate.seen_token(), 0),
+       replica_gate.require_lsn('1:0/1');
+SELECT pg_temp.err($$SELECT replica_gate.caught_up('1:FFFFFFFF/FFFFFFFF')$$);
+SELECT pg_temp.err($$SELECT replica_gate.caught_up('7:FFFFFFFF/FFFFFFFF')$$);
+SELECT pg_temp.err($$SELECT replica_gate.require_lsn('7:0/1', 0, 'flush')$$) ~ '^RG003' AS newer_timeline;
+-- the text overload takes plain LSNs too; malformed text is 22P02
+SELECT replica_gate.caught_up('0/1'), replica_gate.caught_up('0/1'::text);
+SELECT pg_temp.err(format($$SELECT replica_gate.caught_up(%L)$$, t))
+  FROM unnest(ARRAY['junk', '1:junk', ':0/1', '0:0/1', 'x:0/1', '1:', '1:0/1:2',
+                    '4294967296:0/1', '-1:0/1', ' 1:0/1']) t;
+SET replica_gate.require_lsn = '1:0/1';
+SHOW replica_gate.require_lsn;
+RESET replica_gate.require_lsn;
+
 -- NULL target: no write to wait for, the gates pass.
 SELECT replica_gate.caught_up(NULL);
 SELECT replica_gate.wait_for_lsn(NULL);
@@ -116,6 +137,11 @@ CREATE FUNCTION pg_temp.f() RETURNS int LANGUAGE sql
 	SET replica_gate.require_lsn = '0/1' AS 'SELECT 1';
 \set SHOW_CONTEXT never
 DO $$ BEGIN SET replica_gate.require_lsn = '0/1'; END $$;
+CREATE PROCEDURE pg_temp.gate_in_procedure() LANGUAGE plpgsql AS $$
+BEGIN
+	SET replica_gate.require_lsn = '0/1';
+END $$;
+CALL pg_temp.gate_in_procedure();
 \set SHOW_CONTEXT errors
 BEGIN;
 DECLARE c CURSOR FOR SELECT 1;
@@ -139,6 +165,13 @@ SET replica_gate.default_timeout = '2s';
 SHOW replica_gate.default_timeout;
 RESET replica_gate.default_timeout;
 SET replica_gate.poll_interval = 5;
+-- poll_interval is a server setting, 0.1 ms to 1 s
+\set VERBOSITY sqlstate
+ALTER SYSTEM SET replica_gate.poll_interval = 0.05;
+ALTER SYSTEM SET replica_gate.poll_interval = 1001;
+\set VERBOSITY default
+ALTER SYSTEM SET replica_gate.poll_interval = 0.1;
+ALTER SYSTEM RESET replica_gate.poll_interval;
 CREATE ROLE regress_rg_plain;
 SET ROLE regress_rg_plain;
 SET replica_gate.max_timeout = 10;
@@ -159,7 +192,7 @@ SELECT replica_gate.require_fresh('1 min', 0);
 SELECT pg_temp.err($$SELECT replica_gate.fresh_within('-1s')$$);
 SELECT role, replay_lsn, receive_lsn, insert_lsn > '0/0' AS has_insert,
        flush_lsn <= insert_lsn AS flush_le_insert, timeline, replay_paused,
-       streaming, staleness, waiters
+       streaming, staleness, waiters, preloaded
   FROM replica_gate.status();
 
 -- Statistics count every gate call.
@@ -169,3 +202,9 @@ SELECT replica_gate.caught_up('0/1'), replica_gate.wait_for_lsn('0/1'),
 SELECT calls, immediate, waits, timeouts, errors, wait_time, max_wait_time,
        stats_reset > now() - interval '1 hour' AS recent_reset
   FROM replica_gate.stats;
+
+-- DISCARD ALL forgets the LSN last gated on, as RESET ALL does (last:
+-- it also drops this session's temporary functions).
+SET replica_gate.require_lsn = '0/1';
+DISCARD ALL;
+SHOW replica_gate.require_lsn;

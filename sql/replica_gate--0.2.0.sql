@@ -32,6 +32,32 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION require_lsn(pg_lsn, integer, text) IS
 'wait like wait_for_lsn, but raise SQLSTATE RG001 on timeout';
 
+CREATE FUNCTION caught_up(target text, mode text DEFAULT 'replay')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rg_caught_up_text'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION caught_up(text, text) IS
+'caught_up for a token ''<timeline>:<lsn>'' (checked against this server''s timeline history: SQLSTATE RG002 if the write was lost in a failover) or a plain LSN given as text';
+
+CREATE FUNCTION wait_for_lsn(target text, timeout_ms integer DEFAULT NULL,
+							 mode text DEFAULT 'replay')
+RETURNS boolean
+AS 'MODULE_PATHNAME', 'rg_wait_for_lsn_text'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION wait_for_lsn(text, integer, text) IS
+'wait_for_lsn for a token or a plain LSN given as text';
+
+CREATE FUNCTION require_lsn(target text, timeout_ms integer DEFAULT NULL,
+							mode text DEFAULT 'replay')
+RETURNS void
+AS 'MODULE_PATHNAME', 'rg_require_lsn_text'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION require_lsn(text, integer, text) IS
+'require_lsn for a token or a plain LSN given as text';
+
 CREATE FUNCTION waiters()
 RETURNS integer
 AS 'MODULE_PATHNAME', 'rg_waiters'
@@ -46,7 +72,7 @@ AS 'MODULE_PATHNAME', 'rg_last_commit_lsn'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION last_commit_lsn() IS
-'end of the commit record of this session''s last write transaction (the write token); NULL before the first';
+'end of the commit record of this session''s last write transaction (the write token as a plain, timeline-blind LSN); NULL before the first';
 
 CREATE FUNCTION seen_lsn()
 RETURNS pg_lsn
@@ -54,7 +80,23 @@ AS 'MODULE_PATHNAME', 'rg_seen_lsn'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION seen_lsn() IS
-'an LSN covering everything this session''s reads on this node could have seen (the read token, for monotonic reads)';
+'an LSN covering everything this session''s reads on this node could have seen (the read token as a plain, timeline-blind LSN)';
+
+CREATE FUNCTION last_commit_token()
+RETURNS text
+AS 'MODULE_PATHNAME', 'rg_last_commit_token'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION last_commit_token() IS
+'the write token ''<timeline>:<lsn>'': timeline and end of the commit record of this session''s last write transaction; NULL before the first';
+
+CREATE FUNCTION seen_token()
+RETURNS text
+AS 'MODULE_PATHNAME', 'rg_seen_token'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION seen_token() IS
+'the read token ''<timeline>:<lsn>'': covers everything this session''s reads on this node could have seen';
 
 CREATE FUNCTION staleness()
 RETURNS interval
@@ -90,13 +132,14 @@ CREATE FUNCTION status(
 	OUT replay_paused boolean,
 	OUT streaming boolean,
 	OUT staleness interval,
-	OUT waiters integer)
+	OUT waiters integer,
+	OUT preloaded boolean)
 RETURNS record
 AS 'MODULE_PATHNAME', 'rg_status'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION status() IS
-'what this node can serve, in one row: role, WAL positions, timeline, replay and receiver state, staleness bound, waiting gates';
+'what this node can serve, in one row: role, WAL positions, timeline, replay and receiver state, staleness bound, waiting gates, whether the library is preloaded here';
 
 CREATE FUNCTION stats(
 	OUT calls bigint,
@@ -129,7 +172,6 @@ AS 'MODULE_PATHNAME', 'rg_stats_reset'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION stats_reset() IS
-'zero the counters of replica_gate.stats (superusers and pg_monitor)';
+'zero the counters of replica_gate.stats (superusers, and roles granted EXECUTE)';
 
 REVOKE ALL ON FUNCTION stats_reset() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION stats_reset() TO pg_monitor;

@@ -32,8 +32,8 @@
  * rg_arrival_open
  *		Start watching pg_wal.  Returns a descriptor that turns readable when
  *		a file in pg_wal is created, written or moved in, or -1 (with a LOG
- *		message where the platform should have supported it).  Close it with
- *		rg_arrival_close.
+ *		message where the platform should have supported it).  It stays open
+ *		until the watcher exits.
  */
 int
 rg_arrival_open(void)
@@ -64,19 +64,6 @@ rg_arrival_open(void)
 	ReleaseExternalFD();
 #endif
 	return -1;
-}
-
-/*
- * rg_arrival_close
- *		Stop watching; "fd" comes from rg_arrival_open (-1 is ignored).
- */
-void
-rg_arrival_close(int fd)
-{
-	if (fd < 0)
-		return;
-	close(fd);
-	ReleaseExternalFD();
 }
 
 /*

@@ -125,6 +125,36 @@
 #include "access/xlogwait.h"
 #endif
 
+/*
+ * Parse an LSN without throwing: pg_lsn_in_internal() before 19,
+ * pg_lsn_in_safe() with a soft-error context from 19 on.
+ */
+#if PG_VERSION_NUM >= 190000
+#include "nodes/miscnodes.h"
+#include "utils/pg_lsn.h"
+static inline XLogRecPtr
+rg_lsn_in(const char *str, bool *bad)
+{
+	ErrorSaveContext escontext = {T_ErrorSaveContext};
+	XLogRecPtr	lsn = pg_lsn_in_safe(str, (Node *) &escontext);
+
+	*bad = escontext.error_occurred;
+	return lsn;
+}
+#else
+#include "utils/pg_lsn.h"
+#define rg_lsn_in(str, bad) pg_lsn_in_internal((str), (bad))
+#endif
+
+/* Infinite intervals exist from 17 on. */
+#if PG_VERSION_NUM >= 170000
+#define RG_INTERVAL_IS_NOBEGIN(i) INTERVAL_IS_NOBEGIN(i)
+#define RG_INTERVAL_IS_NOEND(i) INTERVAL_IS_NOEND(i)
+#else
+#define RG_INTERVAL_IS_NOBEGIN(i) ((void) (i), false)
+#define RG_INTERVAL_IS_NOEND(i) ((void) (i), false)
+#endif
+
 /* 18 records the library's name and version (from the Makefile) in its magic block. */
 #if PG_VERSION_NUM >= 180000
 #define RG_MODULE_MAGIC PG_MODULE_MAGIC_EXT(.name = "replica_gate", .version = RG_VERSION)

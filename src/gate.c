@@ -3,10 +3,13 @@
  * gate.c
  *		SQL-callable LSN gates: caught_up, wait_for_lsn and require_lsn.
  *
- * A NULL target means "no write to wait for": the gates pass at once.  A
- * NULL timeout means replica_gate.default_timeout.  The optional mode says
- * what to wait for on a standby: 'replay' (the default; the only mode that
- * makes the write visible to reads), 'write' or 'flush'.
+ * Each takes its target as a pg_lsn (timeline-blind) or as text, which may
+ * be a token "<timeline>:<lsn>" (checked against this server's timeline
+ * history, see target.c) or a plain LSN.  A NULL target means "no write to
+ * wait for": the gates pass at once.  A NULL timeout means
+ * replica_gate.default_timeout.  The optional mode says what to wait for on
+ * a standby: 'replay' (the default; the only mode that makes the write
+ * visible to reads), 'write' or 'flush'.
  *
  *-------------------------------------------------------------------------
  */
@@ -19,8 +22,11 @@
 #include "replica_gate.h"
 
 PG_FUNCTION_INFO_V1(rg_caught_up);
+PG_FUNCTION_INFO_V1(rg_caught_up_text);
 PG_FUNCTION_INFO_V1(rg_wait_for_lsn_sql);
+PG_FUNCTION_INFO_V1(rg_wait_for_lsn_text);
 PG_FUNCTION_INFO_V1(rg_require_lsn_sql);
+PG_FUNCTION_INFO_V1(rg_require_lsn_text);
 
 /*
  * rg_gate_mode_arg
@@ -41,56 +47,116 @@ rg_gate_mode_arg(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
- * caught_up(target pg_lsn, mode text) returns boolean
+ * rg_gate_target_arg
+ *		The target in the first argument, a pg_lsn or text; false if NULL.
  */
-Datum
-rg_caught_up(PG_FUNCTION_ARGS)
+static bool
+rg_gate_target_arg(FunctionCallInfo fcinfo, bool is_text, RgTarget *target)
+{
+	if (PG_ARGISNULL(0))
+		return false;
+	if (is_text)
+		rg_target_parse(text_to_cstring(PG_GETARG_TEXT_PP(0)), target);
+	else
+	{
+		target->lsn = PG_GETARG_LSN(0);
+		target->tli = 0;
+	}
+	return true;
+}
+
+/*
+ * rg_gate_caught_up
+ *		caught_up(target, mode) returns boolean
+ */
+static Datum
+rg_gate_caught_up(FunctionCallInfo fcinfo, bool is_text)
 {
 	RgWaitMode	mode = rg_gate_mode_arg(fcinfo, 1);
+	RgTarget	target;
 	XLogRecPtr	position;
 
-	if (PG_ARGISNULL(0))
+	if (!rg_gate_target_arg(fcinfo, is_text, &target))
 		PG_RETURN_BOOL(true);
 	rg_check_xact_snapshot("replica_gate.caught_up");
-	PG_RETURN_BOOL(rg_wait_for_lsn(PG_GETARG_LSN(0), mode, 0, &position) ==
+	PG_RETURN_BOOL(rg_wait_for_target(&target, mode, 0, &position) ==
 				   RG_WAIT_REACHED);
 }
 
 /*
- * wait_for_lsn(target pg_lsn, timeout_ms integer, mode text) returns boolean
+ * rg_gate_wait_for_lsn
+ *		wait_for_lsn(target, timeout_ms integer, mode) returns boolean
  */
-Datum
-rg_wait_for_lsn_sql(PG_FUNCTION_ARGS)
+static Datum
+rg_gate_wait_for_lsn(FunctionCallInfo fcinfo, bool is_text)
 {
 	int			timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
 	RgWaitMode	mode = rg_gate_mode_arg(fcinfo, 2);
-	XLogRecPtr	target;
+	RgTarget	target;
 	XLogRecPtr	position;
 	RgWaitResult result;
 
-	if (PG_ARGISNULL(0))
+	if (!rg_gate_target_arg(fcinfo, is_text, &target))
 		PG_RETURN_BOOL(true);
 	rg_check_xact_snapshot("replica_gate.wait_for_lsn");
 
-	target = PG_GETARG_LSN(0);
-	result = rg_wait_for_lsn(target, mode, timeout, &position);
+	result = rg_wait_for_target(&target, mode, timeout, &position);
 	if (result == RG_WAIT_NOT_IN_RECOVERY)
-		rg_report_not_in_recovery(target, mode, position);
+		rg_report_not_in_recovery(&target, mode, position);
 	PG_RETURN_BOOL(result == RG_WAIT_REACHED);
 }
 
 /*
- * require_lsn(target pg_lsn, timeout_ms integer, mode text) returns void
+ * rg_gate_require_lsn
+ *		require_lsn(target, timeout_ms integer, mode) returns void
  */
-Datum
-rg_require_lsn_sql(PG_FUNCTION_ARGS)
+static Datum
+rg_gate_require_lsn(FunctionCallInfo fcinfo, bool is_text)
 {
 	int			timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
 	RgWaitMode	mode = rg_gate_mode_arg(fcinfo, 2);
+	RgTarget	target;
 
-	if (PG_ARGISNULL(0))
+	if (!rg_gate_target_arg(fcinfo, is_text, &target))
 		PG_RETURN_VOID();
 	rg_check_xact_snapshot("replica_gate.require_lsn");
-	rg_require_lsn(PG_GETARG_LSN(0), mode, timeout);
+	rg_require_target(&target, mode, timeout);
 	PG_RETURN_VOID();
+}
+
+/* The SQL entry points: target as pg_lsn, or as text (token or LSN). */
+Datum
+rg_caught_up(PG_FUNCTION_ARGS)
+{
+	return rg_gate_caught_up(fcinfo, false);
+}
+
+Datum
+rg_caught_up_text(PG_FUNCTION_ARGS)
+{
+	return rg_gate_caught_up(fcinfo, true);
+}
+
+Datum
+rg_wait_for_lsn_sql(PG_FUNCTION_ARGS)
+{
+	return rg_gate_wait_for_lsn(fcinfo, false);
+}
+
+Datum
+rg_wait_for_lsn_text(PG_FUNCTION_ARGS)
+{
+	return rg_gate_wait_for_lsn(fcinfo, true);
+}
+
+Datum
+rg_require_lsn_sql(PG_FUNCTION_ARGS)
+{
+	return rg_gate_require_lsn(fcinfo, false);
+}
+
+Datum
+rg_require_lsn_text(PG_FUNCTION_ARGS)
+{
+	return rg_gate_require_lsn(fcinfo, true);
 }

@@ -26,7 +26,9 @@
 
 RG_MODULE_MAGIC;
 
+bool		rg_preloaded = false;
 int			rg_default_timeout = 1000;
+static char *rg_version_guc = NULL;
 int			rg_max_timeout = 60000;
 double		rg_poll_interval = 0.5;
 
@@ -65,6 +67,20 @@ rg_define_settings(void)
 							 PGC_SIGHUP,
 							 GUC_UNIT_MS,
 							 NULL, NULL, NULL);
+
+	/*
+	 * Reported at connection start when the library is preloaded: a client
+	 * sees, at no extra round trip, that this session can gate (the SET form
+	 * only waits in sessions that loaded the library before the SET).
+	 */
+	DefineCustomStringVariable("replica_gate.version",
+							   "Version of the replica_gate library loaded in this session.",
+							   NULL,
+							   &rg_version_guc,
+							   RG_VERSION,
+							   PGC_INTERNAL,
+							   GUC_REPORT | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
+							   NULL, NULL, NULL);
 }
 
 /*
@@ -81,6 +97,7 @@ _PG_init(void)
 
 	if (!process_shared_preload_libraries_in_progress)
 		return;
+	rg_preloaded = true;
 
 	rg_shmem_install_hooks();
 #ifndef RG_HAVE_CORE_WAIT

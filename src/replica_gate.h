@@ -11,13 +11,17 @@
 
 #include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
+#include "nodes/nodes.h"
 
 #include "compat.h"
 
-/* Dedicated SQLSTATE for "this replica has not replayed the target in time". */
-#define ERRCODE_RG_REPLICA_BEHIND	MAKE_SQLSTATE('R','G','0','0','1')
+/* replica_gate's own SQLSTATEs (class RG). */
+#define ERRCODE_RG_REPLICA_BEHIND	MAKE_SQLSTATE('R','G','0','0','1') /* not reached in time */
+#define ERRCODE_RG_WRITE_LOST		MAKE_SQLSTATE('R','G','0','0','2') /* lost in a failover */
+#define ERRCODE_RG_UNKNOWN_TIMELINE	MAKE_SQLSTATE('R','G','0','0','3') /* not in our history */
 
-/* Settings (replica_gate.c). */
+/* Settings, and whether the library was preloaded (replica_gate.c). */
+extern bool rg_preloaded;
 extern int	rg_default_timeout;
 extern int	rg_max_timeout;
 extern double rg_poll_interval;
@@ -34,6 +38,19 @@ typedef enum RgWaitMode
 } RgWaitMode;
 
 #define RG_NMODES (RG_MODE_FLUSH + 1)
+
+/* A gate's target: a token (timeline and LSN), or a plain LSN (tli 0). */
+typedef struct RgTarget
+{
+	XLogRecPtr	lsn;
+	TimeLineID	tli;
+} RgTarget;
+
+/* Parsing targets, and checking them against the timeline history (target.c). */
+extern char *rg_token_text(TimeLineID tli, XLogRecPtr lsn);
+extern void rg_target_parse(const char *text, RgTarget *target);
+extern bool rg_target_reached(const RgTarget *target, XLogRecPtr position,
+							  TimeLineID tli, bool in_recovery);
 
 #ifndef RG_HAVE_CORE_WAIT
 /* Waiter registry in shared memory (registry.c); 13-18 only. */
@@ -52,7 +69,6 @@ extern void rg_worker_register(void);
 
 /* Notice of WAL arriving in pg_wal, for the watcher (arrival.c). */
 extern int	rg_arrival_open(void);
-extern void rg_arrival_close(int fd);
 extern bool rg_arrival_drain(int fd);
 #endif
 
@@ -80,18 +96,21 @@ extern bool rg_gate_sleep(TimestampTz deadline, long cap_ms, uint32 wait_event);
 extern void rg_gate_cleanup(int code, Datum arg);
 extern void rg_check_xact_snapshot(const char *gate_name);
 extern RgWaitMode rg_wait_mode(const char *name);
-extern XLogRecPtr rg_standby_position(RgWaitMode mode);
-extern RgWaitResult rg_wait_for_lsn(XLogRecPtr target, RgWaitMode mode,
-									int timeout_ms, XLogRecPtr *position);
-extern void rg_require_lsn(XLogRecPtr target, RgWaitMode mode, int timeout_ms);
-extern void rg_report_not_in_recovery(XLogRecPtr target, RgWaitMode mode,
+extern XLogRecPtr rg_standby_position(RgWaitMode mode, TimeLineID *tli);
+extern RgWaitResult rg_wait_for_target(const RgTarget *target, RgWaitMode mode,
+									   int timeout_ms, XLogRecPtr *position);
+extern void rg_require_target(const RgTarget *target, RgWaitMode mode,
+							  int timeout_ms);
+extern void rg_report_not_in_recovery(const RgTarget *target, RgWaitMode mode,
 									  XLogRecPtr position);
 
 /* Write and read tokens, LSN text (token.c). */
 extern void rg_token_init(void);
 extern char *rg_lsn_text(XLogRecPtr lsn);
+extern void rg_token_utility_done(Node *parsetree);
 
 /* SET replica_gate.require_lsn (set_gate.c). */
 extern void rg_set_gate_init(void);
+extern void rg_check_missed_set(void);
 
 #endif							/* REPLICA_GATE_H */

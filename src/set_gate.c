@@ -1,8 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * set_gate.c
- *		The snapshot-free gate: SET [LOCAL] replica_gate.require_lsn = '<lsn>'
- *		waits for replay of <lsn> before the SET completes.
+ *		The snapshot-free gate: SET [LOCAL] replica_gate.require_lsn = '<token>'
+ *		waits for replay of <token> (or of a plain LSN) before the SET
+ *		completes.  Also the module's ProcessUtility hook.
  *
  * A function call always runs inside a statement that holds a snapshot, and
  * on a standby a held snapshot can block the very replay the wait is for (a
@@ -30,7 +31,6 @@
 #include "fmgr.h"
 #include "nodes/parsenodes.h"
 #include "utils/builtins.h"
-#include "utils/pg_lsn.h"
 #include "utils/snapmgr.h"
 
 #include "replica_gate.h"
@@ -41,6 +41,15 @@ static char *rg_require_lsn_guc = NULL;
 
 /* True only while our hook applies a SET it has waited for. */
 static bool rg_gate_passed = false;
+
+/* True while the parameter is being defined (the library is loading). */
+static bool rg_gate_defining = false;
+
+/*
+ * A SET of the parameter ran in this session before the library was loaded:
+ * it did not wait, and the next gate of the session must fail.
+ */
+static bool rg_gate_missed = false;
 
 static ProcessUtility_hook_type rg_prev_utility_hook = NULL;
 
@@ -57,6 +66,22 @@ rg_check_gate_guc(char **newval, void **extra, GucSource source)
 	/* A parallel worker copies the leader's settings. */
 	if (rg_gate_passed || InitializingParallelWorker)
 		return true;
+
+	/*
+	 * Defining the parameter while a value set before the library was
+	 * loaded is pending: that SET only made a placeholder and did not wait.
+	 * Say so, drop the value, and make the next gate of the session fail.
+	 */
+	if (rg_gate_defining)
+	{
+		rg_gate_missed = true;
+		GUC_check_errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
+		GUC_check_errmsg("SET %s ran before replica_gate was loaded in this session, and did not wait",
+						 RG_GATE_GUC);
+		GUC_check_errdetail("The reads after it were not gated. The next gate of this session will fail.");
+		GUC_check_errhint("Add replica_gate to shared_preload_libraries on this server.");
+		return false;
+	}
 	GUC_check_errcode(ERRCODE_CANT_CHANGE_RUNTIME_PARAM);
 	GUC_check_errmsg("parameter \"%s\" can only be set by a SET statement",
 					 RG_GATE_GUC);
@@ -73,11 +98,12 @@ static void
 rg_set_gate_wait(VariableSetStmt *stmt)
 {
 	char	   *value = ExtractSetVariableArgs(stmt);
-	XLogRecPtr	target;
+	RgTarget	target;
 
 	if (value == NULL || value[0] == '\0')
 		return;
-	target = DatumGetLSN(DirectFunctionCall1(pg_lsn_in, CStringGetDatum(value)));
+	rg_check_missed_set();
+	rg_target_parse(value, &target);
 
 	/* Inside a function, procedure or DO block: its snapshot stays held. */
 	if (ActiveSnapshotSet())
@@ -114,7 +140,26 @@ rg_set_gate_wait(VariableSetStmt *stmt)
 						RG_GATE_GUC),
 				 errdetail("A snapshot held during the wait can block the replay being waited for.")));
 
-	rg_require_lsn(target, RG_MODE_REPLAY, rg_effective_timeout(true, 0));
+	rg_require_target(&target, RG_MODE_REPLAY, rg_effective_timeout(true, 0));
+}
+
+/*
+ * rg_check_missed_set
+ *		Fail the first gate after a SET of the parameter that ran before the
+ *		library was loaded in this session (see rg_check_gate_guc): the
+ *		application believes its reads since then were gated.
+ */
+void
+rg_check_missed_set(void)
+{
+	if (!rg_gate_missed)
+		return;
+	rg_gate_missed = false;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("an earlier SET %s in this session did not wait", RG_GATE_GUC),
+			 errdetail("It ran before replica_gate was loaded in this session, so the reads after it were not gated."),
+			 errhint("Add replica_gate to shared_preload_libraries on this server; clients can check for the parameter replica_gate.version that it then reports at connection start.")));
 }
 
 /* Hand a utility statement to the next hook, or to core. */
@@ -129,7 +174,8 @@ rg_utility_next(RG_UTILITY_ARGS)
 
 /*
  * rg_utility_hook
- *		Make SET replica_gate.require_lsn wait; pass everything on.
+ *		Make SET replica_gate.require_lsn wait; pass everything on, and let
+ *		the write token see the statements that commit (COMMIT PREPARED).
  */
 static void
 rg_utility_hook(RG_UTILITY_ARGS)
@@ -142,6 +188,7 @@ rg_utility_hook(RG_UTILITY_ARGS)
 		  pg_strcasecmp(((VariableSetStmt *) parsetree)->name, RG_GATE_GUC) == 0))
 	{
 		rg_utility_next(RG_UTILITY_PASS);
+		rg_token_utility_done(parsetree);
 		return;
 	}
 
@@ -167,6 +214,7 @@ rg_utility_hook(RG_UTILITY_ARGS)
 void
 rg_set_gate_init(void)
 {
+	rg_gate_defining = true;
 	DefineCustomStringVariable(RG_GATE_GUC,
 							   "Waits for replay of this LSN when SET; shows the LSN last gated on.",
 							   "SET [LOCAL] replica_gate.require_lsn = '<lsn>' waits without holding a snapshot, up to replica_gate.default_timeout.",
@@ -177,6 +225,7 @@ rg_set_gate_init(void)
 							   rg_check_gate_guc,
 							   NULL,
 							   NULL);
+	rg_gate_defining = false;
 
 	rg_prev_utility_hook = ProcessUtility_hook;
 	ProcessUtility_hook = rg_utility_hook;

@@ -18,6 +18,7 @@
 #include "postgres.h"
 
 #include "access/htup_details.h"
+#include "common/int.h"
 #include "fmgr.h"
 #include "funcapi.h"
 #include "replication/walreceiver.h"
@@ -48,17 +49,37 @@ typedef struct RgReceiver
 	TimestampTz sent_time;		/* when the primary sent that (its clock) */
 } RgReceiver;
 
+/*
+ * rg_read_receiver
+ *		Read what the WAL receiver knows.
+ *
+ * A starting walreceiver marks itself streaming and stamps its message
+ * times with this server's clock before it has connected (13 to 18), so
+ * until a message has arrived on the current connection both times are the
+ * same value and nothing is known: not streaming, no send time.  A message
+ * from the primary carries its send time, never equal to the receipt time
+ * to the microsecond except by a coincidence that only makes the bound
+ * unknown for one message.
+ */
 static void
 rg_read_receiver(RgReceiver *rcv)
 {
 	WalRcvData *walrcv = WalRcv;
+	TimestampTz receipt_time;
 
 	SpinLockAcquire(&walrcv->mutex);
 	rcv->streaming = (walrcv->walRcvState == WALRCV_STREAMING);
 	rcv->received = walrcv->flushedUpto;
 	rcv->wal_end = walrcv->latestWalEnd;
 	rcv->sent_time = walrcv->lastMsgSendTime;
+	receipt_time = walrcv->lastMsgReceiptTime;
 	SpinLockRelease(&walrcv->mutex);
+
+	if (rcv->sent_time == receipt_time)
+	{
+		rcv->streaming = false;
+		rcv->sent_time = 0;
+	}
 }
 
 /*
@@ -107,14 +128,29 @@ rg_interval_from_us(int64 us)
 	return result;
 }
 
-/* A staleness limit in microseconds; months count as 30 days. */
+/*
+ * rg_limit_us
+ *		A staleness limit in microseconds; months count as 30 days,
+ *		'infinity' (17+) accepts any known staleness.  Negative limits are
+ *		refused, and so are limits too large to count in microseconds.
+ */
 static int64
 rg_limit_us(Interval *limit)
 {
-	int64		us = limit->time +
-		((int64) limit->month * DAYS_PER_MONTH + limit->day) * USECS_PER_DAY;
+	int64		days;
+	int64		us = 0;
 
-	if (us < 0)
+	if (RG_INTERVAL_IS_NOEND(limit))
+		return PG_INT64_MAX;
+	if (!RG_INTERVAL_IS_NOBEGIN(limit) &&
+		(pg_mul_s64_overflow((int64) limit->month, DAYS_PER_MONTH, &days) ||
+		 pg_add_s64_overflow(days, limit->day, &days) ||
+		 pg_mul_s64_overflow(days, USECS_PER_DAY, &us) ||
+		 pg_add_s64_overflow(us, limit->time, &us)))
+		ereport(ERROR,
+				(errcode(ERRCODE_DATETIME_VALUE_OUT_OF_RANGE),
+				 errmsg("\"max_staleness\" is out of range")));
+	if (RG_INTERVAL_IS_NOBEGIN(limit) || us < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"max_staleness\" must not be negative")));
@@ -240,8 +276,8 @@ Datum
 rg_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[10];
-	bool		nulls[10] = {0};
+	Datum		values[11];
+	bool		nulls[11] = {0};
 	int64		us;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -277,6 +313,7 @@ rg_status(PG_FUNCTION_ARGS)
 	else
 		nulls[8] = true;
 	values[9] = Int32GetDatum(rg_stats_sleeping());
+	values[10] = BoolGetDatum(rg_preloaded);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

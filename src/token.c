@@ -1,63 +1,98 @@
 /*-------------------------------------------------------------------------
  *
  * token.c
- *		Tokens for the gates: the end of this session's last commit record
- *		(the write token), reported to the client with the COMMIT itself as
- *		the run-time parameter replica_gate.last_commit_lsn, and the LSN that
- *		covers everything this session's reads on this node could have seen
- *		(the read token, for monotonic reads across replicas).
+ *		Tokens for the gates: the timeline and end of this session's last
+ *		commit record (the write token), reported to the client with the
+ *		COMMIT itself as the run-time parameter
+ *		replica_gate.last_commit_token, and the position that covers
+ *		everything this session's reads on this node could have seen (the
+ *		read token, for monotonic reads across replicas).  Both also as
+ *		plain, timeline-blind LSNs.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "fmgr.h"
+#include "nodes/parsenodes.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/pg_lsn.h"
 
 #include "replica_gate.h"
 
-#define RG_TOKEN_GUC "replica_gate.last_commit_lsn"
+#define RG_TOKEN_GUC "replica_gate.last_commit_token"
 
 PG_FUNCTION_INFO_V1(rg_last_commit_lsn);
+PG_FUNCTION_INFO_V1(rg_last_commit_token);
 PG_FUNCTION_INFO_V1(rg_seen_lsn);
+PG_FUNCTION_INFO_V1(rg_seen_token);
 
-/* End of the commit record of the last transaction that had an xid. */
+/*
+ * End of the commit record of this session's last write transaction, and
+ * the timeline it was written on.
+ */
 static XLogRecPtr rg_last_commit = InvalidXLogRecPtr;
+static TimeLineID rg_last_commit_tli = 0;
 
 /* Backing store of the reported parameter; set only by us. */
 static char *rg_last_commit_guc = NULL;
 
 /*
- * rg_token_xact_callback
- *		After a commit that wrote a commit record, remember where it ended and
- *		publish it as replica_gate.last_commit_lsn.
- *
- * A transaction without an xid writes no commit record: core may still move
- * XactLastCommitEnd for it (to the end of a pruning record, say), which is
- * why we keep our own copy.  Runs after the commit is durable-or-async as
- * configured, so it must not throw: problems are reported as warnings.
+ * rg_token_set
+ *		Remember a commit that ended at "lsn" on this primary's timeline and
+ *		publish it as replica_gate.last_commit_token.  Must not throw (it
+ *		runs after the commit): problems are reported as warnings.
  */
 static void
-rg_token_xact_callback(XactEvent event, void *arg)
+rg_token_set(XLogRecPtr lsn)
 {
-	if (event != XACT_EVENT_COMMIT ||
-		!TransactionIdIsValid(GetTopTransactionIdIfAny()) ||
-		XactLastCommitEnd == InvalidXLogRecPtr ||
-		XactLastCommitEnd == rg_last_commit)
+	if (lsn == InvalidXLogRecPtr || lsn == rg_last_commit)
 		return;
-
-	rg_last_commit = XactLastCommitEnd;
+	rg_last_commit = lsn;
+	rg_last_commit_tli = RG_INSERT_TLI();
 
 	/*
 	 * The parameter carries GUC_REPORT: setting it queues a ParameterStatus
 	 * message that goes out before ReadyForQuery (at once on 13).
 	 */
-	(void) set_config_option(RG_TOKEN_GUC, rg_lsn_text(rg_last_commit),
+	(void) set_config_option(RG_TOKEN_GUC,
+							 rg_token_text(rg_last_commit_tli, rg_last_commit),
 							 PGC_INTERNAL, PGC_S_OVERRIDE,
 							 GUC_ACTION_SET, true, WARNING, false);
+}
+
+/*
+ * rg_token_xact_callback
+ *		After a commit that wrote a commit record, take its end as the token.
+ *
+ * A transaction without an xid writes no commit record: core may still move
+ * XactLastCommitEnd for it (to the end of a pruning record, say), which is
+ * why we keep our own copy.
+ */
+static void
+rg_token_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT &&
+		TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		rg_token_set(XactLastCommitEnd);
+}
+
+/*
+ * rg_token_utility_done
+ *		Called after a utility statement ran.  COMMIT PREPARED commits
+ *		another transaction from one that has no xid of its own, so the
+ *		commit callback does not see it: its commit record is the last WAL
+ *		record this backend wrote.
+ */
+void
+rg_token_utility_done(Node *parsetree)
+{
+	if (IsA(parsetree, TransactionStmt) &&
+		((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED)
+		rg_token_set(XactLastRecEnd);
 }
 
 /*
@@ -80,7 +115,7 @@ void
 rg_token_init(void)
 {
 	DefineCustomStringVariable(RG_TOKEN_GUC,
-							   "End of the commit record of this session's last write transaction.",
+							   "Token of this session's last write transaction: timeline and end of its commit record.",
 							   "Reported to the client after every commit that changes it.",
 							   &rg_last_commit_guc,
 							   "",
@@ -95,7 +130,11 @@ rg_token_init(void)
 	 * end of the last commit record, so it is a safe, if possibly late,
 	 * start: a missing token would let a gate pass too early.
 	 */
-	rg_last_commit = XactLastCommitEnd;
+	if (XactLastCommitEnd != InvalidXLogRecPtr && !RecoveryInProgress())
+	{
+		rg_last_commit = XactLastCommitEnd;
+		rg_last_commit_tli = RG_INSERT_TLI();
+	}
 }
 
 /*
@@ -110,16 +149,54 @@ rg_last_commit_lsn(PG_FUNCTION_ARGS)
 }
 
 /*
- * seen_lsn() returns pg_lsn: an LSN that covers everything this session's
- * reads on this node could have seen so far.  On a standby that is the
- * replay position (a snapshot only sees replayed WAL); on a primary the WAL
- * insert position (every commit a snapshot can see was inserted before it).
- * Gating the next read on another replica on it keeps reads monotonic.
+ * last_commit_token() returns text: NULL before this session's first write.
+ */
+Datum
+rg_last_commit_token(PG_FUNCTION_ARGS)
+{
+	if (rg_last_commit == InvalidXLogRecPtr)
+		PG_RETURN_NULL();
+	PG_RETURN_TEXT_P(cstring_to_text(rg_token_text(rg_last_commit_tli,
+												   rg_last_commit)));
+}
+
+/*
+ * rg_seen_position
+ *		A position that covers everything this session's reads on this node
+ *		could have seen so far, and its timeline.  On a standby that is the
+ *		replay position (a snapshot only sees replayed WAL); on a primary
+ *		the WAL insert position (every commit a snapshot can see was inserted
+ *		before it).
+ */
+static XLogRecPtr
+rg_seen_position(TimeLineID *tli)
+{
+	if (RecoveryInProgress())
+		return GetXLogReplayRecPtr(tli);
+	*tli = RG_INSERT_TLI();
+	return GetXLogInsertRecPtr();
+}
+
+/*
+ * seen_lsn() returns pg_lsn: the read token as a plain LSN.  Gating the next
+ * read on another replica on it keeps reads monotonic.
  */
 Datum
 rg_seen_lsn(PG_FUNCTION_ARGS)
 {
-	if (RecoveryInProgress())
-		PG_RETURN_LSN(GetXLogReplayRecPtr(NULL));
-	PG_RETURN_LSN(GetXLogInsertRecPtr());
+	TimeLineID	tli;
+
+	PG_RETURN_LSN(rg_seen_position(&tli));
+}
+
+/*
+ * seen_token() returns text: the read token, with its timeline.
+ */
+Datum
+rg_seen_token(PG_FUNCTION_ARGS)
+{
+	TimeLineID	tli;
+	XLogRecPtr	lsn = rg_seen_position(&tli);
+
+	PG_RETURN_TEXT_P(cstring_to_text(rg_token_text(tli, lsn)));
 }

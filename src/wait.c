@@ -35,9 +35,15 @@
  * interval bounds what such a miss costs.
  */
 #define RG_CORE_WAIT_RECHECK_MS	1000
-#else
-static uint32 rg_wait_event = 0;
 #endif
+
+/*
+ * How often a token's wait re-checks the timeline this server follows, so
+ * that a failover that excludes the write is reported at once.
+ */
+#define RG_TIMELINE_RECHECK_MS	100
+
+static uint32 rg_wait_event = 0;
 
 static const char *const rg_mode_names[RG_NMODES] = {"replay", "write", "flush"};
 static const char *const rg_mode_verbs[RG_NMODES] = {"replayed", "written", "flushed"};
@@ -61,13 +67,15 @@ rg_effective_timeout(bool isnull, int32 timeout_ms)
 
 /*
  * rg_check_xact_snapshot
- *		Refuse to gate once a REPEATABLE READ or SERIALIZABLE transaction has
+ *		Checks every gate function makes first.  Fail after a SET form that
+ *		did not wait (see rg_check_missed_set).  Refuse to gate once a REPEATABLE READ or SERIALIZABLE transaction has
  *		taken its snapshot: that snapshot predates the wait and can never see
  *		the write, so reporting success would be a lie.
  */
 void
 rg_check_xact_snapshot(const char *gate_name)
 {
+	rg_check_missed_set();
 	if (IsolationUsesXactSnapshot() && FirstSnapshotSet)
 		ereport(ERROR,
 				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
@@ -166,26 +174,59 @@ rg_wait_mode(const char *name)
 
 /*
  * rg_standby_position
- *		How far this standby is in "mode": the replay position, or what the
- *		walreceiver has written or flushed.  WAL up to the replay position is
- *		on disk here whatever brought it (archive, pg_wal, an earlier stream),
- *		so it is the floor of the other two, as for core's WAIT FOR.
+ *		How far this standby is in "mode", and on which timeline: the replay
+ *		position, or what the walreceiver has written or flushed.  WAL up to
+ *		the replay position is on disk here whatever brought it (archive,
+ *		pg_wal, an earlier stream), so it is the floor of the other two, as
+ *		for core's WAIT FOR.  "tli" may be NULL.
  */
 XLogRecPtr
-rg_standby_position(RgWaitMode mode)
+rg_standby_position(RgWaitMode mode, TimeLineID *tli)
 {
-	XLogRecPtr	replayed = GetXLogReplayRecPtr(NULL);
+	TimeLineID	replay_tli;
+	TimeLineID	received_tli;
+	XLogRecPtr	replayed = GetXLogReplayRecPtr(&replay_tli);
+	XLogRecPtr	received;
 
-	switch (mode)
+	if (mode == RG_MODE_REPLAY)
 	{
-		case RG_MODE_REPLAY:
-			return replayed;
-		case RG_MODE_WRITE:
-			return Max(GetWalRcvWriteRecPtr(), replayed);
-		case RG_MODE_FLUSH:
-			return Max(GetWalRcvFlushRecPtr(NULL, NULL), replayed);
+		if (tli)
+			*tli = replay_tli;
+		return replayed;
 	}
-	pg_unreachable();
+	received = GetWalRcvFlushRecPtr(NULL, &received_tli);
+	if (mode == RG_MODE_WRITE)
+		received = Max(received, GetWalRcvWriteRecPtr());
+	if (tli)
+		*tli = received > replayed ? received_tli : replay_tli;
+	return Max(received, replayed);
+}
+
+/*
+ * rg_standby_reached
+ *		Has this standby reached "target" in "mode"?  Sets *position; raises
+ *		RG002 or RG003 for a token this server's history excludes.
+ */
+static bool
+rg_standby_reached(const RgTarget *target, RgWaitMode mode,
+				   XLogRecPtr *position)
+{
+	TimeLineID	tli;
+
+	*position = rg_standby_position(mode, &tli);
+	return rg_target_reached(target, *position, tli, true);
+}
+
+/*
+ * rg_target_text
+ *		"LSN <lsn>" or "token <token>", for messages.
+ */
+static char *
+rg_target_text(const RgTarget *target)
+{
+	if (target->tli == 0)
+		return psprintf("LSN %s", rg_lsn_text(target->lsn));
+	return psprintf("token %s", rg_token_text(target->tli, target->lsn));
 }
 
 /*
@@ -195,19 +236,20 @@ rg_standby_position(RgWaitMode mode)
  *		The write and flush modes promise the WAL is on disk here: flush it.
  */
 static RgWaitResult
-rg_wait_on_primary(XLogRecPtr target, RgWaitMode mode, XLogRecPtr *position)
+rg_wait_on_primary(const RgTarget *target, RgWaitMode mode,
+				   XLogRecPtr *position)
 {
 	XLogRecPtr	insert = GetXLogInsertRecPtr();
 
-	if (target > insert)
+	if (!rg_target_reached(target, insert, RG_INSERT_TLI(), false))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("target LSN %s is beyond the WAL insert position %s of this server",
-						rg_lsn_text(target), rg_lsn_text(insert)),
+				 errmsg("target %s is beyond the WAL insert position %s of this server",
+						rg_target_text(target), rg_lsn_text(insert)),
 				 errdetail("This server is not in recovery, and it has written WAL only up to its insert position."),
 				 errhint("Use a token taken from this server, or gate on a standby of it.")));
 	if (mode != RG_MODE_REPLAY)
-		XLogFlush(target);
+		XLogFlush(target->lsn);
 	*position = insert;
 	rg_stats_count(RG_WAIT_REACHED, 0);
 	return RG_WAIT_REACHED;
@@ -216,12 +258,11 @@ rg_wait_on_primary(XLogRecPtr target, RgWaitMode mode, XLogRecPtr *position)
 #ifdef RG_HAVE_CORE_WAIT
 /*
  * rg_sleep_for_lsn
- *		Sleep until "target" is reached in "mode", recovery ends or
- *		"deadline" passes, in core's waiter machinery.  Returns whether the
- *		target was reached; the caller re-checks recovery.
+ *		Sleep until "lsn" is reached in "mode", recovery ends or "until"
+ *		passes, in core's waiter machinery.  The caller re-checks.
  */
-static bool
-rg_sleep_for_lsn(XLogRecPtr target, RgWaitMode mode, TimestampTz deadline)
+static void
+rg_sleep_for_lsn(XLogRecPtr lsn, RgWaitMode mode, TimestampTz until)
 {
 	static const WaitLSNType types[RG_NMODES] = {
 		WAIT_LSN_TYPE_STANDBY_REPLAY,
@@ -231,71 +272,49 @@ rg_sleep_for_lsn(XLogRecPtr target, RgWaitMode mode, TimestampTz deadline)
 
 	for (;;)
 	{
-		long		ms = (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
+		long		ms = (long) ((until - GetCurrentTimestamp() + 999) / 1000);
 
-		if (ms <= 0)
-			return false;
-		switch (WaitForLSN(types[mode], target,
-						   Min(ms, RG_CORE_WAIT_RECHECK_MS)))
-		{
-			case WAIT_LSN_RESULT_SUCCESS:
-				return true;
-			case WAIT_LSN_RESULT_NOT_IN_RECOVERY:
-				return false;
-			case WAIT_LSN_RESULT_TIMEOUT:
-				break;
-		}
+		if (ms <= 0 ||
+			WaitForLSN(types[mode], lsn,
+					   Min(ms, RG_CORE_WAIT_RECHECK_MS)) != WAIT_LSN_RESULT_TIMEOUT)
+			return;
 	}
 }
 #else
 /*
  * rg_sleep_for_lsn
- *		Sleep until "target" is reached in "mode", recovery ends or
- *		"deadline" passes.  Returns whether the target was reached; the
- *		caller re-checks recovery.
+ *		Sleep until "lsn" is reached in "mode", recovery ends or "until"
+ *		passes.  The caller re-checks.
  *
  * Linked into the registry, the backend sleeps on its latch and the replay
  * watcher wakes it exactly when its target is reached; without the registry
  * (library not preloaded, watcher not running) it polls every
  * poll_interval.
  */
-static bool
-rg_sleep_for_lsn(XLogRecPtr target, RgWaitMode mode, TimestampTz deadline)
+static void
+rg_sleep_for_lsn(XLogRecPtr lsn, RgWaitMode mode, TimestampTz until)
 {
-	bool		linked = rg_registry_link(target, mode);
-	bool		reached;
+	bool		linked = rg_registry_link(lsn, mode);
 
-	for (;;)
+	/* Recovery's end makes the watcher wake everyone. */
+	while (rg_standby_position(mode, NULL) < lsn && RecoveryInProgress())
 	{
-		/* Read the recovery state before the position: see below. */
-		bool		in_recovery = RecoveryInProgress();
-
-		reached = rg_standby_position(mode) >= target;
-
-		/*
-		 * Replay stops before recovery is declared over, so a position read
-		 * after seeing recovery ended is final.
-		 */
-		if (reached || !in_recovery)
-			break;
-
 		/* Taken out without reaching the target: the watcher left. */
 		if (linked && !rg_registry_is_linked())
 			linked = false;
 
 		/* Linked, the watcher wakes us; otherwise poll. */
-		if (!rg_gate_sleep(deadline,
+		if (!rg_gate_sleep(until,
 						   linked ? 0 : (long) ceil(rg_poll_interval),
 						   RG_WAIT_EVENT(rg_wait_event, "ReplicaGateWaitReplay")))
 			break;
 	}
 	rg_registry_unlink();
-	return reached;
 }
 #endif
 
 /*
- * rg_wait_for_lsn
+ * rg_wait_for_target
  *		Wait until this server has reached "target" in "mode" (replayed,
  *		written or flushed it), at most timeout_ms (0: check once).  Sets
  *		*position to the last position seen.
@@ -303,10 +322,14 @@ rg_sleep_for_lsn(XLogRecPtr target, RgWaitMode mode, TimestampTz deadline)
  * On a primary it answers at once (see rg_wait_on_primary).  If recovery
  * ends during the wait, the answer is "reached" only when the target was
  * reached before it ended; WAL this server did not replay never counts.
+ * The timeline of a token can change during the wait (this standby follows
+ * a promoted primary), so a token's wait re-checks it every
+ * RG_TIMELINE_RECHECK_MS, and raises RG002 as soon as the history it
+ * follows excludes the write.
  */
 RgWaitResult
-rg_wait_for_lsn(XLogRecPtr target, RgWaitMode mode, int timeout_ms,
-				XLogRecPtr *position)
+rg_wait_for_target(const RgTarget *target, RgWaitMode mode, int timeout_ms,
+				   XLogRecPtr *position)
 {
 	RgWaitResult result;
 	TimestampTz start;
@@ -315,28 +338,43 @@ rg_wait_for_lsn(XLogRecPtr target, RgWaitMode mode, int timeout_ms,
 	if (!RecoveryInProgress())
 		return rg_wait_on_primary(target, mode, position);
 
-	*position = rg_standby_position(mode);
-	if (rg_gate_decided(*position >= target, timeout_ms, &result,
-						&start, &deadline))
+	if (rg_gate_decided(rg_standby_reached(target, mode, position), timeout_ms,
+						&result, &start, &deadline))
 		return result;
 
 	PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(&start));
 	{
-		if (rg_sleep_for_lsn(target, mode, deadline))
-			result = RG_WAIT_REACHED;
-		else
+		for (;;)
 		{
-			/* Read the recovery state before the position, as above. */
-			bool		in_recovery = RecoveryInProgress();
+			TimestampTz until = deadline;
+			bool		in_recovery;
 
-			if (rg_standby_position(mode) >= target)
+			if (target->tli != 0)
+				until = Min(deadline,
+							TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														RG_TIMELINE_RECHECK_MS));
+			if (rg_standby_position(mode, NULL) < target->lsn)
+				rg_sleep_for_lsn(target->lsn, mode, until);
+			else				/* LSN reached, token timeline not yet */
+				(void) rg_gate_sleep(until, 0,
+									 RG_WAIT_EVENT(rg_wait_event, "ReplicaGateWaitReplay"));
+
+			/*
+			 * Read the recovery state before the position: replay stops
+			 * before recovery is declared over, so a position read after
+			 * seeing recovery ended is final.
+			 */
+			in_recovery = RecoveryInProgress();
+			if (rg_standby_reached(target, mode, position))
 				result = RG_WAIT_REACHED;
 			else if (!in_recovery)
 				result = RG_WAIT_NOT_IN_RECOVERY;
-			else
+			else if (GetCurrentTimestamp() >= deadline)
 				result = RG_WAIT_TIMEOUT;
+			else
+				continue;
+			break;
 		}
-		*position = rg_standby_position(mode);
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(&start));
 	rg_stats_count(result, start);
@@ -349,32 +387,32 @@ rg_wait_for_lsn(XLogRecPtr target, RgWaitMode mode, int timeout_ms,
  *		Raise the error for a wait that recovery's end cut short.
  */
 void
-rg_report_not_in_recovery(XLogRecPtr target, RgWaitMode mode,
+rg_report_not_in_recovery(const RgTarget *target, RgWaitMode mode,
 						  XLogRecPtr position)
 {
 	ereport(ERROR,
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("recovery is not in progress"),
-			 errdetail("Recovery ended before target LSN %s was %s; the last %s LSN is %s.",
-					   rg_lsn_text(target), rg_mode_verbs[mode],
+			 errdetail("Recovery ended before target %s was %s; the last %s LSN is %s.",
+					   rg_target_text(target), rg_mode_verbs[mode],
 					   rg_mode_verbs[mode], rg_lsn_text(position))));
 }
 
 /*
- * rg_require_lsn
- *		rg_wait_for_lsn, raising an error unless the target was reached.
+ * rg_require_target
+ *		rg_wait_for_target, raising an error unless the target was reached.
  */
 void
-rg_require_lsn(XLogRecPtr target, RgWaitMode mode, int timeout_ms)
+rg_require_target(const RgTarget *target, RgWaitMode mode, int timeout_ms)
 {
 	XLogRecPtr	position;
-	RgWaitResult result = rg_wait_for_lsn(target, mode, timeout_ms, &position);
+	RgWaitResult result = rg_wait_for_target(target, mode, timeout_ms, &position);
 
 	if (result == RG_WAIT_TIMEOUT)
 		ereport(ERROR,
 				(errcode(ERRCODE_RG_REPLICA_BEHIND),
-				 errmsg("replica has not %s LSN %s within %d ms",
-						rg_mode_verbs[mode], rg_lsn_text(target), timeout_ms),
+				 errmsg("replica has not %s %s within %d ms",
+						rg_mode_verbs[mode], rg_target_text(target), timeout_ms),
 				 errdetail("The last %s LSN is %s.",
 						   rg_mode_verbs[mode], rg_lsn_text(position)),
 				 errhint("Run the read on the primary, or wait longer.")));

@@ -4,17 +4,19 @@
  *		The replay watcher: one background worker that notices replay
  *		progress and wakes exactly the waiters whose target was reached.
  *
- * It sleeps without a timeout while nobody waits.  While someone waits, on
- * PostgreSQL 16 and later it sleeps on WalSndCtl->wal_replay_cv, which the
- * startup process broadcasts after every replayed record (when hot_standby is
- * on and max_wal_senders > 0).  Elsewhere nothing signals replay to an
+ * It sleeps while nobody waits.  While someone waits, on PostgreSQL 16 and
+ * later it sleeps on WalSndCtl->wal_replay_cv, which the startup process
+ * broadcasts after every replayed record (when hot_standby is on and
+ * max_wal_senders > 0), while replay stands still, and polls while records
+ * stream (see rg_worker_sleep).  Elsewhere nothing signals replay to an
  * extension, so it polls the replay position every replica_gate.poll_interval
  * -- except while a walreceiver streams and every WAL byte it wrote has been
  * replayed: then nothing can be replayed before the walreceiver writes more,
  * and the watcher sleeps until it does (see arrival.c).
  *
  * When recovery ends it wakes everyone, so that waiters can tell whether
- * their target was replayed before the promotion.
+ * their target was replayed before the promotion, and exits for good: on a
+ * primary (where it also exits at once) it would only hold a worker slot.
  *
  * Waiters in the write and flush modes are woken by the same scans: their
  * positions only move when the walreceiver writes, which either precedes a
@@ -60,6 +62,12 @@
 #define RG_QUIET_RECHECK_MS			1000
 
 /*
+ * How long the watcher sleeps while nobody waits before checking whether
+ * recovery has ended (it then leaves: a primary has no replay to watch).
+ */
+#define RG_IDLE_RECHECK_MS			10000
+
+/*
  * How long the polling watcher keeps polling after WAL last arrived or
  * replay last moved, before it may sleep until WAL arrives.
  */
@@ -73,7 +81,7 @@ static uint32 rg_watch_event = 0;
 /* Notifications of WAL arriving in pg_wal (arrival.c), or -1. */
 static int	rg_arrival_fd = -1;
 
-/* The replay position at the previous poll, and when WAL last moved. */
+/* The replay position at the previous look, and when WAL last moved. */
 static XLogRecPtr rg_last_replayed = InvalidXLogRecPtr;
 static TimestampTz rg_last_activity = 0;
 
@@ -165,30 +173,48 @@ rg_worker_wal_pending(XLogRecPtr replayed)
 
 /*
  * rg_worker_track_arrival
- *		Watch pg_wal for new WAL while in recovery (from the first time it
- *		is needed), and stop watching once recovery has ended.
+ *		Watch pg_wal for new WAL, from the first time it is needed (the
+ *		watcher runs only in recovery; the descriptor goes with it).
  */
 static void
-rg_worker_track_arrival(bool in_recovery)
+rg_worker_track_arrival(void)
 {
 	static bool tried = false;
 
-	if (in_recovery && !tried && !rg_worker_uses_replay_cv())
+	if (!tried && !rg_worker_uses_replay_cv())
 	{
 		tried = true;
 		rg_arrival_fd = rg_arrival_open();
 	}
-	else if (!in_recovery && rg_arrival_fd >= 0)
-	{
-		rg_arrival_close(rg_arrival_fd);
-		rg_arrival_fd = -1;
-	}
+}
+
+/*
+ * rg_worker_poll
+ *		One polling sleep of poll_interval.  A plain sleep, because latch
+ *		waits cannot be shorter than 1 ms; signals end it early, and the
+ *		main loop handles them and the latch.
+ */
+static void
+rg_worker_poll(uint32 event)
+{
+	pgstat_report_wait_start(event);
+	pg_usleep((long) (rg_poll_interval * 1000.0));
+	pgstat_report_wait_end();
+	if (!PostmasterIsAlive())
+		proc_exit(1);
 }
 
 /*
  * rg_worker_sleep
  *		Sleep until replay may have advanced past "replayed", while someone
  *		waits.
+ *
+ * On 16 and later, while replay stands still, sleep on wal_replay_cv: the
+ * startup process broadcasts it after the next replayed record.  But while
+ * records stream, sitting on its wait list would make the startup process
+ * set our latch after every record it replays, a cost on the replay path
+ * that any role could cause with one long wait: then leave the list and
+ * poll, and go back to it once replay has stood still for one poll.
  */
 static void
 rg_worker_sleep(XLogRecPtr replayed)
@@ -197,12 +223,23 @@ rg_worker_sleep(XLogRecPtr replayed)
 
 	if (rg_worker_uses_replay_cv())
 	{
-		/*
-		 * Leaves us on the CV's wait list between calls, so a broadcast that
-		 * arrives while we scan the registry is not lost.  It manages the
-		 * latch itself: do not reset it here.
-		 */
 #ifdef RG_HAVE_REPLAY_CV
+		bool		moving = (replayed != rg_last_replayed);
+
+		rg_last_replayed = replayed;
+		if (moving)
+		{
+			ConditionVariableCancelSleep();
+			rg_worker_poll(event);
+			return;
+		}
+
+		/*
+		 * The first call after polling only puts us on the wait list and
+		 * returns, so that the caller re-checks before the real sleep: a
+		 * record replayed in between is not missed.  It manages the latch
+		 * itself: do not reset it here.
+		 */
 		(void) ConditionVariableTimedSleep(&WalSndCtl->wal_replay_cv,
 										   RG_REPLAY_CV_RECHECK_MS, event);
 #endif
@@ -210,15 +247,7 @@ rg_worker_sleep(XLogRecPtr replayed)
 	}
 	if (rg_worker_wal_pending(replayed))
 	{
-		/*
-		 * A plain sleep, because latch waits cannot be shorter than 1 ms.
-		 * Signals end it early; the loop handles them and the latch.
-		 */
-		pgstat_report_wait_start(event);
-		pg_usleep((long) (rg_poll_interval * 1000.0));
-		pgstat_report_wait_end();
-		if (!PostmasterIsAlive())
-			proc_exit(1);
+		rg_worker_poll(event);
 		return;
 	}
 	(void) WaitLatchOrSocket(MyLatch,
@@ -236,7 +265,7 @@ void
 rg_worker_main(Datum main_arg)
 {
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	pqsignal(SIGTERM, die);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
 	BackgroundWorkerUnblockSignals();
 
 	/* No database: connecting only makes us visible in pg_stat_activity. */
@@ -257,30 +286,42 @@ rg_worker_main(Datum main_arg)
 		XLogRecPtr	positions[RG_NMODES];
 
 		CHECK_FOR_INTERRUPTS();
+
+		/* Shutdown: leave quietly (exit code 1: restarted if not). */
+		if (ShutdownRequestPending)
+			proc_exit(1);
 		if (ConfigReloadPending)
 		{
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
 
+		/*
+		 * On a primary, or once promoted, there is no replay to watch: leave
+		 * for good (exit code 0: not restarted), waking every waiter on the
+		 * way out (rg_worker_exit) so that each decides on its own.
+		 */
+		in_recovery = RecoveryInProgress();
+		if (!in_recovery)
+			proc_exit(0);
+
 		if (rg_registry_waiters() == 0)
 		{
 #ifdef RG_HAVE_REPLAY_CV
 			ConditionVariableCancelSleep();
 #endif
-			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 RG_IDLE_RECHECK_MS,
 							 RG_WAIT_EVENT(rg_idle_event, "ReplicaGateWatcherIdle"));
 			ResetLatch(MyLatch);
 			continue;
 		}
 
-		in_recovery = RecoveryInProgress();
-		rg_worker_track_arrival(in_recovery);
+		rg_worker_track_arrival();
 		for (int m = 0; m < RG_NMODES; m++)
-			positions[m] = rg_standby_position((RgWaitMode) m);
-		(void) rg_registry_wake(positions, !in_recovery);
-		if (in_recovery)
-			rg_worker_sleep(positions[RG_MODE_REPLAY]);
+			positions[m] = rg_standby_position((RgWaitMode) m, NULL);
+		(void) rg_registry_wake(positions, false);
+		rg_worker_sleep(positions[RG_MODE_REPLAY]);
 	}
 }
 

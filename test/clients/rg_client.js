@@ -4,7 +4,10 @@
 // brought back (no extra query), gate the read on the standby in one round
 // trip, fall back to the primary when the standby is behind.
 //
-// Usage: node rg_client.js PRIMARY_CONNINFO STANDBY_CONNINFO ROUNDS BUDGET_MS
+// Usage: node rg_client.js PRIMARY STANDBY ROUNDS BUDGETS FORM
+//   BUDGETS  gate budgets in ms, comma-separated, used round after round
+//   FORM     "function" (require_lsn) or "set" (SET replica_gate.require_lsn)
+// A first read, before any write, has no token.
 'use strict'
 const { Client } = require('pg')
 
@@ -16,15 +19,20 @@ function trackParameters (client) {
   })
 }
 
-// Returns [value, onStandby].
-async function gatedRead (primary, standby, token, budgetMs) {
+// Returns [value, onStandby]; token is null before the first write.
+async function gatedRead (primary, standby, token, budgetMs, form) {
   // No parameters: sent as one simple query, the read only runs if the
-  // gate passed.
-  const sql = `SELECT replica_gate.require_lsn(${standby.escapeLiteral(token)}, ${budgetMs});` +
-    ' SELECT v FROM counter'
+  // gate passed.  SET takes no bind parameters: the token goes in as a
+  // literal; no token is NULL for the function and '' for the SET form.
+  const sql = form === 'set'
+    ? `SET replica_gate.default_timeout = ${budgetMs};` +
+      ` SET replica_gate.require_lsn = ${standby.escapeLiteral(token || '')};` +
+      ' SELECT v FROM counter'
+    : `SELECT replica_gate.require_lsn(${token === null ? 'NULL' : standby.escapeLiteral(token)}, ${budgetMs});` +
+      ' SELECT v FROM counter'
   try {
     const results = await standby.query(sql)
-    return [results[1].rows[0].v, true]
+    return [results[results.length - 1].rows[0].v, true]
   } catch (e) {
     if (e.code !== 'RG001') throw e // the standby is behind: use the primary
     const r = await primary.query('SELECT v FROM counter')
@@ -33,33 +41,45 @@ async function gatedRead (primary, standby, token, budgetMs) {
 }
 
 async function main () {
-  const [primaryDsn, standbyDsn, roundsArg, budgetArg] = process.argv.slice(2)
+  const [primaryDsn, standbyDsn, roundsArg, budgetsArg, form] = process.argv.slice(2)
   const rounds = Number(roundsArg)
-  const budgetMs = Number(budgetArg)
+  const budgets = budgetsArg.split(',').map(Number)
   const primary = new Client({ connectionString: primaryDsn })
   trackParameters(primary)
   const standby = new Client({ connectionString: standbyDsn })
+  trackParameters(standby)
   await primary.connect()
   await standby.connect()
+
+  // The SET form waits only where the library is active in the session: a
+  // preloaded library reports replica_gate.version at connection start.
+  if (form === 'set' && standby.reported['replica_gate.version'] === undefined) {
+    throw new Error('the standby session has no replica_gate: the SET form would not wait')
+  }
+
+  let [value, onStandby] = await gatedRead(primary, standby, null, budgets[0], form)
+  let stale = value === 0 ? 0 : 1
+  onStandby = onStandby ? 1 : 0
   let token = null
-  let onStandby = 0
-  let stale = 0
   for (let i = 1; i <= rounds; i++) {
     await primary.query('UPDATE counter SET v = $1', [i])
-    const reported = primary.reported['replica_gate.last_commit_lsn']
+    // No token after a write is not "nothing to wait for": the primary is
+    // not preloaded.
+    const reported = primary.reported['replica_gate.last_commit_token']
     if (!reported || reported === token) {
       throw new Error(`round ${i}: no new token reported (${reported})`)
     }
     token = reported
-    const [value, here] = await gatedRead(primary, standby, token, budgetMs)
+    let here
+    [value, here] = await gatedRead(primary, standby, token, budgets[(i - 1) % budgets.length], form)
     if (value !== i) stale++
     if (here) onStandby++
   }
-  console.log(`node-postgres: ${rounds} reads, ${onStandby} on standby, ` +
-    `${rounds - onStandby} on primary, ${stale} stale`)
+  console.log(`node-postgres (${form}): ${rounds + 1} reads, ${onStandby} on standby, ` +
+    `${rounds + 1 - onStandby} on primary, ${stale} stale`)
   await primary.end()
   await standby.end()
   process.exit(stale === 0 ? 0 : 1)
 }
 
-main().catch((e) => { console.error(e.message); process.exit(2) })
+main().catch((e) => { console.error(e.message); process.exit(e.code === undefined ? 1 : 2) })

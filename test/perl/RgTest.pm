@@ -9,14 +9,16 @@ use strict;
 use warnings;
 
 use Exporter 'import';
+use IO::Socket::UNIX;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use Socket qw(SOCK_STREAM);
 use Test::More;
 use Time::HiRes qw(gettimeofday tv_interval);
 
 our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
-  rg_core_wait rg_next_lsn);
+  rg_core_wait rg_next_lsn rg_partition rg_archive_standby);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -91,6 +93,43 @@ sub rg_major
 sub rg_core_wait
 {
 	return rg_major($_[0]) >= 19;
+}
+
+# rg_partition($standby)
+#	Point $standby's primary_conninfo at a listener that accepts connections
+#	and never answers: each walreceiver hangs in its connection attempt.
+#	Returns the listener; close it (and point the standby back) to heal.
+sub rg_partition
+{
+	my ($standby) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir_short;
+	my $hole = IO::Socket::UNIX->new(
+		Type => SOCK_STREAM(),
+		Local => "$dir/.s.PGSQL.5999",
+		Listen => 16) or die "cannot listen: $!";
+	$standby->append_conf('postgresql.conf', "primary_conninfo = 'host=$dir port=5999'");
+	$standby->reload;
+	return $hole;
+}
+
+# rg_archive_standby($primary, $name, $conf)
+#	Turn on WAL archiving on $primary (a restart) and start a standby that
+#	only restores from that archive, with $conf appended.
+sub rg_archive_standby
+{
+	my ($primary, $name, $conf) = @_;
+	my $archive_dir = $primary->archive_dir;
+	$primary->append_conf('postgresql.conf',
+		qq{archive_mode = on\narchive_command = 'cp "%p" "$archive_dir/%f"'\n});
+	$primary->restart;
+	$primary->backup("${name}_base");
+	my $archive = PostgreSQL::Test::Cluster->new($name);
+	$archive->init_from_backup($primary, "${name}_base", has_restoring => 1);
+	$archive->append_conf('postgresql.conf', $conf // '');
+	$archive->start;
+	$archive->poll_query_until('postgres', 'SELECT pg_is_in_recovery()')
+	  or die 'archive standby is not in recovery';
+	return $archive;
 }
 
 # rg_next_lsn($primary)

@@ -6,7 +6,7 @@
 \pset tuples_only true
 \pset pager off
 
-SELECT plan(76);
+SELECT plan(89);
 
 -- Signatures.
 SELECT has_schema('replica_gate');
@@ -16,6 +16,11 @@ SELECT has_function('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer', 't
 SELECT has_function('replica_gate', 'waiters', ARRAY[]::text[]);
 SELECT has_function('replica_gate', 'last_commit_lsn', ARRAY[]::text[]);
 SELECT has_function('replica_gate', 'seen_lsn', ARRAY[]::text[]);
+SELECT function_returns('replica_gate', 'last_commit_token', ARRAY[]::text[], 'text');
+SELECT function_returns('replica_gate', 'seen_token', ARRAY[]::text[], 'text');
+SELECT function_returns('replica_gate', 'caught_up', ARRAY['text', 'text'], 'boolean');
+SELECT function_returns('replica_gate', 'wait_for_lsn', ARRAY['text', 'integer', 'text'], 'boolean');
+SELECT function_returns('replica_gate', 'require_lsn', ARRAY['text', 'integer', 'text'], 'void');
 SELECT function_returns('replica_gate', 'last_commit_lsn', ARRAY[]::text[], 'pg_lsn');
 SELECT function_returns('replica_gate', 'seen_lsn', ARRAY[]::text[], 'pg_lsn');
 SELECT function_returns('replica_gate', 'staleness', ARRAY[]::text[], 'interval');
@@ -28,7 +33,7 @@ SELECT columns_are('replica_gate', 'stats', ARRAY['calls', 'immediate', 'waits',
 	'errors', 'wait_time', 'max_wait_time', 'waits_le_1ms', 'waits_le_10ms', 'waits_le_100ms',
 	'waits_le_1s', 'waits_le_10s', 'waits_gt_10s', 'stats_reset']);
 SELECT is(pg_get_function_arguments('replica_gate.status()'::regprocedure),
-	'OUT role text, OUT replay_lsn pg_lsn, OUT receive_lsn pg_lsn, OUT insert_lsn pg_lsn, OUT flush_lsn pg_lsn, OUT timeline integer, OUT replay_paused boolean, OUT streaming boolean, OUT staleness interval, OUT waiters integer',
+	'OUT role text, OUT replay_lsn pg_lsn, OUT receive_lsn pg_lsn, OUT insert_lsn pg_lsn, OUT flush_lsn pg_lsn, OUT timeline integer, OUT replay_paused boolean, OUT streaming boolean, OUT staleness interval, OUT waiters integer, OUT preloaded boolean',
 	'status() columns');
 SELECT function_returns('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text'], 'boolean');
 SELECT function_returns('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'boolean');
@@ -55,6 +60,9 @@ SELECT function_privs_are('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'intege
 SELECT function_privs_are('replica_gate', 'waiters', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'last_commit_lsn', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'seen_lsn', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'last_commit_token', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'seen_token', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'require_lsn', ARRAY['text', 'integer', 'text'], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'staleness', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'fresh_within', ARRAY['interval', 'integer'], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'require_fresh', ARRAY['interval', 'integer'], 'public', ARRAY['EXECUTE']);
@@ -62,8 +70,8 @@ SELECT function_privs_are('replica_gate', 'status', ARRAY[]::text[], 'public', A
 SELECT table_privs_are('replica_gate', 'stats', 'public', ARRAY['SELECT']);
 SELECT function_privs_are('replica_gate', 'stats_reset', ARRAY[]::text[], 'public', ARRAY[]::text[],
 	'stats_reset is not for PUBLIC');
-SELECT function_privs_are('replica_gate', 'stats_reset', ARRAY[]::text[], 'pg_monitor', ARRAY['EXECUTE'],
-	'stats_reset is for pg_monitor');
+SELECT function_privs_are('replica_gate', 'stats_reset', ARRAY[]::text[], 'pg_monitor', ARRAY[]::text[],
+	'stats_reset is not for pg_monitor (superusers only, grantable)');
 
 -- Settings and their defaults.
 SELECT is(current_setting('replica_gate.default_timeout'), '1s', 'default_timeout defaults to 1s');
@@ -73,10 +81,11 @@ SELECT is(current_setting('replica_gate.require_lsn'), '', 'require_lsn starts e
 SELECT results_eq(
 	$$SELECT name, context, coalesce(unit, '') FROM pg_settings WHERE name LIKE 'replica_gate.%' ORDER BY name$$,
 	$$VALUES ('replica_gate.default_timeout', 'user', 'ms'),
-	         ('replica_gate.last_commit_lsn', 'internal', ''),
+	         ('replica_gate.last_commit_token', 'internal', ''),
 	         ('replica_gate.max_timeout', 'superuser', 'ms'),
 	         ('replica_gate.poll_interval', 'sighup', 'ms'),
-	         ('replica_gate.require_lsn', 'user', '')$$,
+	         ('replica_gate.require_lsn', 'user', ''),
+	         ('replica_gate.version', 'internal', '')$$,
 	'settings: contexts and units');
 
 -- Errors.
@@ -108,8 +117,15 @@ SELECT throws_ok($$SET replica_gate.require_lsn = '0/1'$$,
 	'the SET form refuses to run inside a function');
 SELECT throws_ok($$SET replica_gate.max_timeout = -1$$, '22023',
 	NULL, 'max_timeout cannot be negative');
-SELECT throws_ok($$SET replica_gate.last_commit_lsn = '0/1'$$, '55P02',
-	'parameter "replica_gate.last_commit_lsn" cannot be changed', 'the token cannot be set');
+SELECT throws_ok($$SET replica_gate.last_commit_token = '1:0/1'$$, '55P02',
+	'parameter "replica_gate.last_commit_token" cannot be changed', 'the token cannot be set');
+SELECT throws_ok($$SELECT replica_gate.caught_up('1:junk')$$, '22P02',
+	'invalid input syntax for a replica_gate token: "1:junk"', 'malformed token');
+SELECT throws_ok($$SELECT replica_gate.caught_up('2:FFFFFFFF/FFFFFFFF')$$, 'RG003',
+	'timeline 2 of token 2:FFFFFFFF/FFFFFFFF is newer than this server''s timeline 1',
+	'a primary never reaches a newer timeline');
+SELECT throws_ok($$SET replica_gate.require_lsn = '0:0/1'$$, '22P02',
+	'invalid input syntax for a replica_gate token: "0:0/1"', 'timeline 0 is no timeline');
 SELECT throws_ok($$SET replica_gate.poll_interval = 0$$, '55P02',
 	NULL, 'poll_interval is set in postgresql.conf');
 
@@ -144,6 +160,9 @@ COMMIT;
 -- Results on a primary.
 SELECT is(replica_gate.wait_for_lsn(pg_current_wal_insert_lsn(), 0), true, 'primary: written LSN is caught up');
 SELECT is(replica_gate.wait_for_lsn(NULL, NULL), true, 'NULL target passes');
+SELECT is(replica_gate.caught_up(replica_gate.seen_token()), true, 'primary: its own read token is caught up');
+SELECT is(replica_gate.caught_up('1:' || pg_current_wal_insert_lsn()), true,
+	'an untyped or text target takes a token');
 SELECT pg_current_wal_insert_lsn() AS target \gset
 SELECT is(replica_gate.caught_up(:'target', 'flush')
 		  AND pg_current_wal_flush_lsn() >= :'target', true,

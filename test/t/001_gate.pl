@@ -33,7 +33,7 @@ sub write_value
 {
 	my ($v) = @_;
 	return $primary->safe_psql('postgres',
-		"UPDATE t SET v = '$v' WHERE id = 1; SELECT replica_gate.last_commit_lsn()");
+		"UPDATE t SET v = '$v' WHERE id = 1; SELECT replica_gate.last_commit_token()");
 }
 
 # The watcher is running on the standby (13-18); 19+ waits in core's registry.
@@ -41,6 +41,9 @@ is( $standby->safe_psql('postgres',
 		"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'replica_gate replay watcher'"),
 	rg_core_wait($standby) ? '0' : '1',
 	'replay watcher runs on the standby before 19, not from 19 on');
+ok( $primary->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_activity WHERE backend_type = 'replica_gate replay watcher'"),
+	'no replay watcher holds a worker slot on the primary');
 
 # --- apply delay: a stale read next to a gated one -------------------------
 set_delay('3s');
@@ -303,4 +306,6 @@ like($err, qr/SET replica_gate.require_lsn must be the first statement of its tr
 
 $primary->stop;
 $standby->stop;
+unlike(slurp_file($standby->logfile), qr/FATAL: .*replica_gate replay watcher/,
+	'the replay watcher leaves an orderly shutdown without a FATAL line');
 done_testing();

@@ -77,7 +77,7 @@ is($w->{stdout}, 't', 'after replay passed the cleanup record');
 # DELETE and not that row.)
 $lsn = prepare_conflict();
 my $after = $primary->safe_psql('postgres',
-	'INSERT INTO d VALUES (-1); SELECT replica_gate.last_commit_lsn()');
+	'INSERT INTO d VALUES (-1); SELECT replica_gate.last_commit_token()');
 is($standby->safe_psql('postgres', 'SELECT count(*), count(*) FILTER (WHERE id = -1) FROM d'),
 	'1000|0', 'before the gate the paused standby shows the old rows');
 $w = rg_bg_start($standby, qq{

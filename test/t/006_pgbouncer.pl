@@ -77,21 +77,21 @@ system('cc', '-o', "$bin/rg_client", "$FindBin::RealBin/../clients/rg_client.c",
 	"-I$incdir", "-L$libdir", '-lpq') == 0
   or BAIL_OUT('cannot build the libpq client');
 my ($o, $e) = ('', '');
-IPC::Run::run([ "$bin/rg_client", $via->('primary'), $via->('standby'), '5', '5000' ],
+IPC::Run::run([ "$bin/rg_client", $via->('primary'), $via->('standby'), '5', '5000', 'function' ],
 	'>', \$o, '2>', \$e);
 is($?, 0, 'libpq client through pgbouncer') or diag($e);
-like($o, qr/5 reads, 5 on standby, 0 on primary, 0 stale/,
+like($o, qr/6 reads, 6 on standby, 0 on primary, 0 stale/,
 	'pgbouncer passes the token ParameterStatus of the committing server connection on');
 
 # --- what works ----------------------------------------------------------------
 # Write and token in one query string: the server connection stays assigned
-# until ReadyForQuery, so last_commit_lsn() runs in the writer's session.
+# until ReadyForQuery, so last_commit_token() runs in the writer's session.
 my ($rc, $token) = bounced('primary',
-	'BEGIN; UPDATE counter SET v = 1; COMMIT; SELECT replica_gate.last_commit_lsn()');
+	'BEGIN; UPDATE counter SET v = 1; COMMIT; SELECT replica_gate.last_commit_token()');
 is($rc, 0, 'write and token in one query string through pgbouncer');
-like($token, qr/^[0-9A-F]+\/[0-9A-F]+$/, "the token comes back ($token)");
+like($token, qr/^1:[0-9A-F]+\/[0-9A-F]+$/, "the token comes back ($token)");
 is( $primary->safe_psql('postgres',
-		"SELECT '$token'::pg_lsn <= pg_current_wal_lsn()"),
+		"SELECT split_part('$token', ':', 2)::pg_lsn <= pg_current_wal_lsn()"),
 	't', 'and is a WAL position of the primary');
 
 # Gate and read in one query string: one transaction, one server connection.
@@ -102,7 +102,7 @@ is($read, "\n1", 'gate and read in one query string see the write');
 
 # SET LOCAL gate inside an explicit transaction.
 ($rc, $token) = bounced('primary',
-	'BEGIN; UPDATE counter SET v = 2; COMMIT; SELECT replica_gate.last_commit_lsn()');
+	'BEGIN; UPDATE counter SET v = 2; COMMIT; SELECT replica_gate.last_commit_token()');
 ($rc, $read) = bounced('standby', qq{BEGIN;
 SET LOCAL replica_gate.default_timeout = 5000;
 SET LOCAL replica_gate.require_lsn = '$token';
@@ -114,7 +114,7 @@ is($read, '2', 'SET LOCAL gate and read in one transaction see the write');
 # connections, but replay is per server, so a read on the same standby after
 # the gate returned still sees the write.
 ($rc, $token) = bounced('primary',
-	'BEGIN; UPDATE counter SET v = 3; COMMIT; SELECT replica_gate.last_commit_lsn()');
+	'BEGIN; UPDATE counter SET v = 3; COMMIT; SELECT replica_gate.last_commit_token()');
 my ($r1, $gate) = bounced('standby', "SELECT replica_gate.wait_for_lsn('$token', 5000)");
 is($gate, 't', 'the gate in its own transaction passes');
 ($rc, $read) = bounced('standby', 'SELECT v FROM counter');

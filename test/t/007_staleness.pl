@@ -17,7 +17,7 @@ use Time::HiRes qw(gettimeofday tv_interval usleep);
 
 my ($primary, $standby) = rg_primary_standby(
 	standby_conf =>
-	  "wal_receiver_timeout = '1s'\nwal_receiver_status_interval = '1s'\n");
+	  "wal_receiver_timeout = '1s'\nwal_receiver_status_interval = '1s'\nwal_retrieve_retry_interval = '100ms'\n");
 $primary->safe_psql('postgres', 'CREATE TABLE t (v int); INSERT INTO t VALUES (0)');
 $primary->wait_for_catchup($standby->name, 'replay');
 
@@ -47,7 +47,7 @@ cmp_ok($max_bound, '<', 2000,
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
 my $t0 = [gettimeofday];
 my $lsn = $primary->safe_psql('postgres',
-	'INSERT INTO t VALUES (1); SELECT replica_gate.last_commit_lsn()');
+	'INSERT INTO t VALUES (1); SELECT replica_gate.last_commit_token()');
 $primary->wait_for_catchup($standby->name, 'flush');
 sleep 3;
 $bound = $standby->safe_psql('postgres', "SELECT $bound_ms");
@@ -109,7 +109,7 @@ $standby->safe_psql('postgres', "SELECT replica_gate.caught_up('FFFFFFFF/FFFFFFF
 $standby->safe_psql('postgres', "SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 50)");  # slept, timeout
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
 $lsn = $primary->safe_psql('postgres',
-	'INSERT INTO t VALUES (2); SELECT replica_gate.last_commit_lsn()');
+	'INSERT INTO t VALUES (2); SELECT replica_gate.last_commit_token()');
 $lw = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('$lsn', 60000)", 'counted');
 rg_pid_of($standby, 'counted');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
@@ -126,7 +126,9 @@ is( $standby->safe_psql('postgres',
 
 # --- privileges ----------------------------------------------------------------
 $primary->safe_psql('postgres',
-	'CREATE ROLE regress_plain LOGIN; CREATE ROLE regress_monitor LOGIN IN ROLE pg_monitor');
+	'CREATE ROLE regress_plain LOGIN; CREATE ROLE regress_monitor LOGIN IN ROLE pg_monitor;
+	 CREATE ROLE regress_resetter LOGIN;
+	 GRANT EXECUTE ON FUNCTION replica_gate.stats_reset() TO regress_resetter');
 $primary->wait_for_catchup($standby->name, 'replay');
 ($ret, $out, $err) = $standby->psql('postgres',
 	'SELECT replica_gate.stats_reset()', extra_params => [ '-U', 'regress_plain' ]);
@@ -137,7 +139,44 @@ is( $standby->safe_psql('postgres',
 	'1', 'but can read status, stats and staleness');
 ($ret, $out, $err) = $standby->psql('postgres',
 	'SELECT replica_gate.stats_reset()', extra_params => [ '-U', 'regress_monitor' ]);
-is($ret, 0, 'a member of pg_monitor can reset the stats');
+like($err, qr/permission denied for function stats_reset/,
+	'nor can a member of pg_monitor, a read-only monitoring role');
+($ret, $out, $err) = $standby->psql('postgres',
+	'SELECT replica_gate.stats_reset()', extra_params => [ '-U', 'regress_resetter' ]);
+is($ret, 0, 'a role granted EXECUTE can reset the stats');
+
+# --- the primary goes away: the bound is unknown until a message arrives ----------
+# A starting walreceiver marks itself streaming, with this server's clock as
+# the last message's send time, before it has connected; none of that may
+# look fresh.  The primary is down, then a "partition": the standby's
+# primary_conninfo points at a listener that accepts and never answers, so
+# each walreceiver hangs in its connection attempt.
+$primary->stop;
+$standby->poll_query_until('postgres',
+	'SELECT staleness IS NULL AND NOT streaming FROM replica_gate.status()')
+  or die 'the standby never noticed the primary was gone';
+my $hole = rg_partition($standby);
+my ($fresh, $checks) = (0, 0);
+for (1 .. 20)
+{
+	($ret, $out, $err) = $standby->psql('postgres',
+		"SELECT replica_gate.staleness() IS NULL, (SELECT streaming FROM replica_gate.status()); "
+		  . "SELECT replica_gate.require_fresh('1 hour', 0)");
+	$checks++;
+	$fresh++ if $ret == 0 || $out !~ /^t\|f/;
+	select(undef, undef, undef, 0.25);
+}
+is($fresh, 0,
+	"primary down, then unreachable: $checks checks over 5 s: staleness unknown, not streaming, require_fresh fails");
+like($err, qr/staleness cannot be known/, 'require_fresh says why');
+close $hole;
+$standby->append_conf('postgresql.conf',
+	"primary_conninfo = '" . $primary->connstr . "'");
+$standby->reload;
+$primary->start;
+ok( $standby->poll_query_until('postgres',
+		"SELECT staleness < '1 min' AND streaming FROM replica_gate.status()"),
+	'the bound is known again once the primary is back');
 
 $primary->stop;
 $standby->stop;

@@ -36,7 +36,7 @@ foreach my $mode (qw(write flush))
 }
 
 my $lsn = $primary->safe_psql('postgres',
-	"UPDATE t SET v = 'new' WHERE id = 1; SELECT replica_gate.last_commit_lsn()");
+	"UPDATE t SET v = 'new' WHERE id = 1; SELECT replica_gate.last_commit_token()");
 foreach my $mode (qw(write flush))
 {
 	rg_bg_finish($w{$mode});

@@ -1,0 +1,128 @@
+/*-------------------------------------------------------------------------
+ *
+ * target.c
+ *		What a gate waits for: a plain LSN, or a token that carries the
+ *		timeline of the write with its LSN.  Parsing both from text, and
+ *		checking a token against this server's timeline history, so that a
+ *		write lost in a failover is reported as lost, never as caught up.
+ *
+ * A token reads "<timeline>:<lsn>", for example "2:0/3000148": the LSN
+ * printed as this server's pg_lsn output prints it, the timeline in decimal.
+ * The colon makes it impossible to mistake for a plain LSN.  A plain LSN is
+ * timeline-blind: after a failover, WAL of the new timeline reaches the same
+ * number whether or not it contains the write.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/timeline.h"
+#include "nodes/pg_list.h"
+
+#include "replica_gate.h"
+
+/*
+ * rg_token_text
+ *		The text form of the token (tli, lsn).
+ */
+char *
+rg_token_text(TimeLineID tli, XLogRecPtr lsn)
+{
+	return psprintf("%u:%s", tli, rg_lsn_text(lsn));
+}
+
+/*
+ * rg_target_parse
+ *		Parse a gate's target, a token or a plain LSN, into *target (tli 0
+ *		for a plain LSN).  Malformed text is an error.
+ */
+void
+rg_target_parse(const char *text, RgTarget *target)
+{
+	const char *colon = strchr(text, ':');
+	const char *lsn_text = text;
+	bool		bad = false;
+
+	target->tli = 0;
+	if (colon != NULL)
+	{
+		size_t		digits = strspn(text, "0123456789");
+		unsigned long tli;
+
+		errno = 0;
+		tli = strtoul(text, NULL, 10);
+		bad = digits == 0 || text + digits != colon || errno != 0 ||
+			tli == 0 || tli > PG_UINT32_MAX;
+		target->tli = (TimeLineID) tli;
+		lsn_text = colon + 1;
+	}
+	if (!bad)
+		target->lsn = rg_lsn_in(lsn_text, &bad);
+	if (bad)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
+				 colon ?
+				 errmsg("invalid input syntax for a replica_gate token: \"%s\"", text) :
+				 errmsg("invalid input syntax for type %s: \"%s\"", "pg_lsn", text),
+				 errhint("A gate takes a token \"<timeline>:<lsn>\" or a plain LSN.")));
+}
+
+/*
+ * rg_target_reached
+ *		Has a server at "position" on timeline "tli" reached "target"?
+ *
+ * A plain LSN, or a token of timeline "tli", compares LSNs.  A token of an
+ * older timeline counts only if that timeline is in this server's history
+ * and was left after the token's LSN; if it was left before, the write is
+ * not part of this server's history: RG002, at once, whatever the timeout.
+ * A token of a newer timeline is not reached yet on a standby, which may
+ * still follow that timeline; a primary never will (RG003), nor does any
+ * server reach a timeline missing from its history (RG003).
+ */
+bool
+rg_target_reached(const RgTarget *target, XLogRecPtr position,
+				  TimeLineID tli, bool in_recovery)
+{
+	List	   *history;
+	ListCell   *lc;
+
+	if (target->tli == 0 || target->tli == tli)
+		return position >= target->lsn;
+
+	if (target->tli > tli)
+	{
+		if (in_recovery)
+			return false;
+		ereport(ERROR,
+				(errcode(ERRCODE_RG_UNKNOWN_TIMELINE),
+				 errmsg("timeline %u of token %s is newer than this server's timeline %u",
+						target->tli, rg_token_text(target->tli, target->lsn), tli),
+				 errdetail("This server is not in recovery: it will never follow that timeline."),
+				 errhint("The token comes from another primary; route the read there.")));
+	}
+
+	history = readTimeLineHistory(tli);
+	foreach(lc, history)
+	{
+		TimeLineHistoryEntry *entry = (TimeLineHistoryEntry *) lfirst(lc);
+
+		if (entry->tli != target->tli)
+			continue;
+		if (target->lsn > entry->end)
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_WRITE_LOST),
+					 errmsg("write of token %s was lost in a failover",
+							rg_token_text(target->tli, target->lsn)),
+					 errdetail("In the history of this server, timeline %u ended at %s, before the write; timeline %u does not contain it.",
+							   target->tli, rg_lsn_text(entry->end), tli),
+					 errhint("Tell the user the write was lost, or redo it; waiting or reading elsewhere will not bring it back.")));
+		return position >= target->lsn;
+	}
+	ereport(ERROR,
+			(errcode(ERRCODE_RG_UNKNOWN_TIMELINE),
+			 errmsg("timeline %u of token %s is not in the history of this server",
+					target->tli, rg_token_text(target->tli, target->lsn)),
+			 errdetail("This server is on timeline %u.", tli),
+			 errhint("The token comes from another cluster, or from a server whose history diverged from this one.")));
+	pg_unreachable();
+}

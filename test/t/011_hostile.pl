@@ -1,0 +1,178 @@
+# Hostile conditions with waiters in flight: the primary crashes and
+# restarts, the walreceiver is terminated, a partition (the standby's
+# primary_conninfo points at a listener that accepts and never answers),
+# replay paused longer than max_timeout, every connection slot taken by
+# waiting sessions, the replay watcher terminated, the standby restarted.
+# Every waiter must end by success or its timeout, none past max_timeout,
+# none claim a target that was not replayed, no registry slot may leak, and
+# the server may log no crash.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RgTest;
+use Test::More;
+use Time::HiRes qw(sleep);
+
+# Every wait is cut to 3 s; a waiter that is still there 4 s later hangs.
+my $max_timeout = 3;
+my $hang = $max_timeout + 4;
+my ($primary, $standby) = rg_primary_standby(
+	primary_conf => "max_connections = 20\n",
+	standby_conf => "max_connections = 20\nreplica_gate.max_timeout = '${max_timeout}s'\n"
+	  . "wal_retrieve_retry_interval = '100ms'\n");
+$primary->safe_psql('postgres', 'CREATE TABLE t (v int); INSERT INTO t VALUES (0)');
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# Start $n waiters for $target (60 s asked, cut to max_timeout), and wait
+# until they sleep unless $no_poll.
+sub waiters
+{
+	my ($n, $target, $name, $no_poll) = @_;
+	my $lsn = $target =~ /:/ ? "split_part('$target', ':', 2)::pg_lsn" : "'$target'::pg_lsn";
+	my @w = map {
+		rg_bg_start($standby,
+			"SELECT replica_gate.wait_for_lsn('$target', 60000), pg_last_wal_replay_lsn() >= $lsn",
+			"${name}_$_")
+	} 1 .. $n;
+	unless ($no_poll)
+	{
+		rg_pid_of($standby, "${name}_$_") for 1 .. $n;
+	}
+	return @w;
+}
+
+# Every waiter ended in time, and none claimed a target it had not replayed.
+sub check_waiters
+{
+	my ($what, @w) = @_;
+	my ($late, $lied, $ended) = (0, 0, 0);
+	foreach my $h (@w)
+	{
+		rg_bg_finish($h);
+		$late++ if $h->{elapsed} > $hang;
+		$lied++ if $h->{stdout} eq 't|f';
+		$ended++ if $h->{stdout} =~ /^[tf]\|[tf]$/ || $h->{stderr} =~ /ERROR|FATAL|terminat/;
+	}
+	is($ended, scalar @w, "$what: every waiter ended");
+	is($late, 0, "$what: none waited past max_timeout");
+	is($lied, 0, "$what: none claimed a target that was not replayed");
+	ok($standby->poll_query_until('postgres', 'SELECT replica_gate.waiters() = 0'),
+		"$what: no registry slot left");
+}
+
+my $beyond = 'FFFFFFFF/FFFFFFFF';
+
+# --- the primary crashes and restarts ----------------------------------------
+my @w = waiters(3, $beyond, 'crash');
+$primary->stop('immediate');
+$primary->start;
+check_waiters('primary crash and restart', @w);
+
+# --- the walreceiver is terminated ---------------------------------------------
+$standby->poll_query_until('postgres', 'SELECT count(*) = 1 FROM pg_stat_wal_receiver')
+  or die 'no walreceiver';
+my $token = $primary->safe_psql('postgres',
+	'INSERT INTO t VALUES (1); SELECT replica_gate.last_commit_token()');
+@w = waiters(3, $beyond, 'walrcv');
+$standby->safe_psql('postgres',
+	'SELECT pg_terminate_backend(pid) FROM pg_stat_wal_receiver');
+check_waiters('walreceiver terminated', @w);
+is( $standby->safe_psql('postgres', "SELECT replica_gate.require_lsn('$token', 30000); SELECT 'ok'"),
+	"\nok", 'gates work again once the walreceiver is back');
+
+# --- a partition: the upstream accepts and never answers -----------------------
+my $hole = rg_partition($standby);
+$token = $primary->safe_psql('postgres',
+	'INSERT INTO t VALUES (2); SELECT replica_gate.last_commit_token()');
+@w = waiters(3, $token, 'partition');
+check_waiters('partition', @w);
+close $hole;
+$standby->append_conf('postgresql.conf', "primary_conninfo = '" . $primary->connstr . "'");
+$standby->reload;
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# --- replay paused for longer than max_timeout ---------------------------------
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+$token = $primary->safe_psql('postgres',
+	'INSERT INTO t VALUES (3); SELECT replica_gate.last_commit_token()');
+@w = waiters(3, $token, 'paused');
+sleep $max_timeout + 1;
+check_waiters('replay paused past max_timeout', @w);
+is($w[0]->{stdout}, 'f|f', 'a paused waiter times out: false, and its target is indeed not replayed');
+
+# --- the replay watcher is terminated while sessions wait (13 to 18) ------------
+SKIP:
+{
+	skip 'PostgreSQL 19+ has no replay watcher: core wakes waiters', 6
+	  if rg_core_wait($standby);
+	@w = waiters(3, $token, 'watcher');
+	$standby->safe_psql('postgres',
+		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'replica_gate replay watcher'");
+	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+	check_waiters('watcher terminated', @w);
+	is(join(',', map { $_->{stdout} } @w), 't|t,t|t,t|t',
+		'the waiters fell back to polling and saw their target replayed');
+	ok( $standby->poll_query_until('postgres',
+			"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'replica_gate replay watcher'"),
+		'the watcher is back');
+}
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# --- every connection slot taken by waiting sessions ------------------------------
+# Nobody can connect to resume replay: every waiter must end by its timeout.
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+$token = $primary->safe_psql('postgres',
+	'INSERT INTO t VALUES (4); SELECT replica_gate.last_commit_token()');
+@w = waiters(20, $token, 'crowd', 1);
+sleep 1;
+my ($ret, $out, $err) = $standby->psql('postgres', 'SELECT 1');
+like($err, qr/too many clients|remaining connection slots/,
+	'every connection slot is taken by a waiter');
+check_waiters('all connection slots taken', @w);
+is(scalar(grep { $_->{stdout} eq 'f|f' } @w), 20, 'all 20 timed out, none claimed the write');
+
+# --- the standby restarts under waiters -------------------------------------------
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+@w = waiters(3, $beyond, 'restart');
+$standby->restart;
+check_waiters('standby restart', @w);
+
+# --- the postmaster dies under a waiter ----------------------------------------------
+# The waiter (its own 60 s budget) must exit at once, not sleep out its
+# wait as an orphan: then the cluster starts again, which it could not while
+# an orphaned backend still held its shared memory.
+my $w = rg_bg_start($standby,
+	"SET replica_gate.max_timeout = 60000; SELECT replica_gate.wait_for_lsn('$beyond', 60000)",
+	'orphan');
+my $orphan = rg_pid_of($standby, 'orphan');
+kill 'KILL', $standby->{_pid};
+rg_bg_finish($w);
+cmp_ok($w->{elapsed}, '<', 10, "postmaster death: the waiter's session ended at once ($w->{elapsed}s)");
+my $gone = 0;
+for (1 .. 100)
+{
+	$gone = !kill(0, $orphan) and last;
+	sleep 0.1;
+}
+ok($gone, 'postmaster death: the waiting backend exited');
+# (pg_ctl directly: the node object still knows the killed postmaster)
+PostgreSQL::Test::Utils::system_or_bail('pg_ctl', '-D', $standby->data_dir,
+	'-l', $standby->logfile, '-w', 'start');
+is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0',
+	'postmaster death: the standby starts again, nobody waiting');
+
+$primary->stop;
+$standby->stop;
+my $log = slurp_file($standby->logfile);
+unlike($log, qr/terminated by signal|PANIC|TRAP/,
+	'the standby logged no crash (its postmaster was killed, it did not crash)');
+unlike(slurp_file($primary->logfile), qr/terminated by signal|PANIC|TRAP/,
+	'the primary logged no crash (other than its own immediate stop)');
+done_testing();

@@ -1,0 +1,199 @@
+# Wake-up latency for every way replay can reach a waiter's target:
+# streaming after idle, the end of recovery_min_apply_delay, resume after
+# pause, WAL restored from an archive, promotion, and a timeline switch on a
+# standby that follows a promoted primary.  A probe session spins until
+# replay passes the target (or recovery ends) and notes the time; the waiter
+# must return within a bound of that moment, tied to the mechanism (median
+# of 3 rounds, so that one scheduling hiccup on a loaded machine does not
+# decide).  It measures the gate, not replay: on 13, for example, replay
+# itself resumes up to 1 s after pg_wal_replay_resume() (the startup process
+# checks the pause flag once a second), and the waiter follows it within the
+# bound.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RgTest;
+use Test::More;
+use Time::HiRes qw(sleep);
+
+# A waiter returns within this many ms of replay passing its target (it
+# takes about 1 ms; the rest is room for a loaded 2-core machine).
+my $bound_ms = 50;
+
+my ($primary, $standby) = rg_primary_standby();
+$primary->safe_psql('postgres', 'CREATE TABLE t (v int)');
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# The spinning probe: spins until replay passed $lsn, or recovery ended,
+# and notes the server time in a NOTICE (a standby cannot create a function).
+sub probe_sql
+{
+	my ($lsn) = @_;
+	return qq{DO \$\$ BEGIN
+		WHILE pg_is_in_recovery() AND coalesce(pg_last_wal_replay_lsn() < '$lsn', true) LOOP
+		END LOOP;
+		RAISE NOTICE 'passed at %', extract(epoch FROM clock_timestamp()); END \$\$};
+}
+
+# The time the probe noted.
+sub probe_time
+{
+	my ($p) = @_;
+	my ($t) = $p->{stderr} =~ /passed at ([0-9.]+)/;
+	return $t // die "the probe failed: $p->{stderr}";
+}
+
+sub median
+{
+	my @v = sort { $a <=> $b } @_;
+	return $v[ int(@v / 2) ];
+}
+
+# One round on $node: start a waiter and the probe for $target, run $event,
+# return the waiter's lag behind the probe in ms, and the waiter's output.
+sub round
+{
+	my ($node, $target, $event, $name) = @_;
+	my $lsn = $target =~ /:(.*)$/ ? $1 : $target;
+	# The waiter waits for the plain LSN: a token's wait also re-checks its
+	# timeline every 100 ms, which would hide a lost wake-up.
+	my $w = rg_bg_start($node,
+		"SELECT replica_gate.wait_for_lsn('$lsn'::pg_lsn, 30000), extract(epoch FROM clock_timestamp())",
+		"waiter_$name");
+	rg_pid_of($node, "waiter_$name");
+	my $p = rg_bg_start($node, probe_sql($lsn), "probe_$name");
+	sleep 0.3;
+	$event->();
+	rg_bg_finish($p);
+	rg_bg_finish($w);
+	my ($result, $woke) = split /\|/, $w->{stdout};
+	$woke //= 0;
+	return (($woke - probe_time($p)) * 1000, $result // $w->{stderr});
+}
+
+# $rounds rounds of a cause; checks the waiters succeeded and the median lag.
+sub cause
+{
+	my ($what, $bound, $setup, $rounds) = @_;
+	my (@lag, @results);
+	$rounds //= 3;
+	for my $i (1 .. $rounds)
+	{
+		my ($node, $target, $event) = $setup->($i);
+		my ($lag, $result) = round($node, $target, $event, "${what}_$i" =~ s/\W/_/gr);
+		push @lag, $lag;
+		push @results, $result;
+	}
+	is(join(',', @results), join(',', ('t') x $rounds), "$what: every waiter succeeded");
+	my $m = median(@lag);
+	cmp_ok($m, '<', $bound,
+		sprintf("%s: waiters return %.1f ms (median; %s) after replay passes the target",
+			$what, $m, join(', ', map { sprintf('%.1f', $_) } @lag)));
+}
+
+# An event: the next write on the primary.
+sub next_write
+{
+	return sub {
+		$primary->safe_psql('postgres', 'INSERT INTO t VALUES (1)');
+	};
+}
+
+# --- streaming after idle -------------------------------------------------------
+cause('streaming after idle', $bound_ms, sub {
+	sleep 1;    # idle: on 13 to 15 the watcher sleeps in its quiet state
+	return ($standby, rg_next_lsn($primary), next_write());
+});
+
+# --- the end of recovery_min_apply_delay -------------------------------------------
+# (the delay holds back commit records: the target is a commit's token)
+$standby->append_conf('postgresql.conf', "recovery_min_apply_delay = '1500ms'");
+$standby->reload;
+cause('end of apply delay', $bound_ms, sub {
+	my $token = $primary->safe_psql('postgres',
+		'INSERT INTO t VALUES (1); SELECT replica_gate.last_commit_token()');
+	return ($standby, $token, sub { });
+});
+$standby->append_conf('postgresql.conf', "recovery_min_apply_delay = 0");
+$standby->reload;
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# --- resume after pause ------------------------------------------------------------------
+cause('resume after pause', $bound_ms, sub {
+	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+	my $token = $primary->safe_psql('postgres',
+		'INSERT INTO t VALUES (2); SELECT replica_gate.last_commit_token()');
+	$primary->wait_for_catchup($standby->name, 'write');
+	return ($standby, $token,
+		sub { $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()') });
+});
+
+# --- WAL restored from an archive ------------------------------------------------------
+my $archive = rg_archive_standby($primary, 'archive_standby',
+	"wal_retrieve_retry_interval = '100ms'");
+cause('restored from an archive', $bound_ms, sub {
+	my $token = $primary->safe_psql('postgres',
+		'INSERT INTO t VALUES (3); SELECT replica_gate.last_commit_token()');
+	return ($archive, $token,
+		sub { $primary->safe_psql('postgres', 'SELECT pg_switch_wal()') });
+});
+$archive->stop;
+
+# --- a timeline switch on a standby that follows a promoted primary ----------------------
+# s1 and s2 stream from the primary; s1 is promoted; s2 follows s1, and
+# waits for a token of s1's new timeline.
+$primary->safe_psql('postgres', 'CHECKPOINT');
+$primary->backup('switch');
+my ($s1, $s2) = map {
+	my $n = PostgreSQL::Test::Cluster->new($_);
+	$n->init_from_backup($primary, 'switch', has_streaming => 1);
+	$n->append_conf('postgresql.conf', "wal_retrieve_retry_interval = '100ms'");
+	$n->start;
+	$n
+} qw(s1 s2);
+$primary->wait_for_catchup($_->name, 'replay') for ($s1, $s2);
+$primary->stop;
+$s1->promote;
+$s1->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die 'no promotion';
+$s1->safe_psql('postgres', 'CREATE TABLE u (v int)');
+cause('timeline switch', $bound_ms, sub {
+	my $token = $s1->safe_psql('postgres',
+		'INSERT INTO u VALUES (1); SELECT replica_gate.last_commit_token()');
+	return ($s2, $token, sub {
+		$s2->append_conf('postgresql.conf', "primary_conninfo = '" . $s1->connstr . "'");
+		$s2->reload;
+	});
+}, 1);
+
+# --- promotion -----------------------------------------------------------------------------
+# A waiter for a target never reached learns that recovery ended: on 16 to
+# 18 within the watcher's 100 ms re-check of the replay condition variable.
+my $promote_bound = rg_major($s2) >= 16 && !rg_core_wait($s2) ? 300 : $bound_ms;
+{
+	my $w = rg_bg_start($s2,
+		q{DO $$ BEGIN PERFORM replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 30000);
+		  EXCEPTION WHEN object_not_in_prerequisite_state THEN
+		  RAISE NOTICE 'ended at %', extract(epoch FROM clock_timestamp()); END $$},
+		'promoted');
+	rg_pid_of($s2, 'promoted');
+	my $p = rg_bg_start($s2, probe_sql('FFFFFFFF/FFFFFFFF'), 'probe');
+	sleep 0.3;
+	$s2->promote;
+	rg_bg_finish($p);
+	rg_bg_finish($w);
+	my ($ended) = $w->{stderr} =~ /ended at ([0-9.]+)/;
+	ok(defined $ended, 'promotion: the waiter learns that recovery ended') or diag($w->{stderr});
+	my $lag = (($ended // 0) - probe_time($p)) * 1000;
+	cmp_ok($lag, '<', $promote_bound,
+		sprintf('promotion: the waiter ends %.1f ms after recovery ended', $lag));
+}
+
+$s2->stop;
+$s1->stop;
+done_testing();
