@@ -232,6 +232,13 @@ WAITERS = {
     "loop_10ms": "SELECT bench_poll(split_part($1, ':', 2)::pg_lsn, 0.01, 60), extract(epoch FROM clock_timestamp())",
 }
 
+# For the replay part only: the SET form, which holds no snapshot while it
+# waits, and core's own command (PostgreSQL 19+).
+REPLAY_ONLY_WAITERS = {
+    "set_gate": "SET replica_gate.default_timeout = 60000; SET replica_gate.require_lsn = $1",
+    "core_wait": "WAIT FOR LSN $1 WITH (TIMEOUT 60000)",
+}
+
 
 def wake_row(args, asleep, n, method):
     """Run bench/wake.c for one configuration and summarize it."""
@@ -287,7 +294,7 @@ def part_wake(args):
 def start_waiters(args, method, n):
     """Open n standby sessions that each wait for an LSN that never comes;
     return their threads and how many had started within a minute."""
-    sql = WAITERS[method].replace("$1", f"'{UNREACHABLE}'")
+    sql = {**WAITERS, **REPLAY_ONLY_WAITERS}[method].replace("$1", f"'{UNREACHABLE}'")
     conns = [psycopg.connect(args.standby + " application_name=bench_waiter",
                              autocommit=True) for _ in range(n)]
 
@@ -408,7 +415,7 @@ def replay_round(args, pr, sb, waiters):
     target = one(pr, "SELECT pg_current_wal_insert_lsn()")
     while not one(sb, "SELECT pg_last_wal_receive_lsn() >= %s", (target,)):
         time.sleep(0.01)
-    ts, started = start_waiters(args, "gate", waiters) if waiters else ([], 0)
+    ts, started = start_waiters(args, args.replay_method, waiters) if waiters else ([], 0)
     if started != waiters:
         raise SystemExit(f"only {started} of {waiters} waiters started")
     cpu0 = standby_cpu_ns(args.standby_pid)
@@ -429,9 +436,12 @@ def part_replay(args):
     n = args.replay_waiters
     print(f"\n== 5. replay cost: time to replay {args.replay_commits} single-row commits "
           f"written while replay was paused, alone and with {n} sessions waiting "
-          f"(rounds interleaved, order alternating)")
+          f"({args.replay_method}; rounds interleaved, order alternating)")
     with connect(args.primary) as pr, connect(args.standby) as sb:
-        pr.execute("CREATE TABLE IF NOT EXISTS replay_log (v int)")
+        # (no autovacuum there: its cleanup records would conflict with the
+        # waiters' snapshots and measure recovery conflicts, not replay)
+        pr.execute("CREATE TABLE IF NOT EXISTS replay_log (v int) "
+                   "WITH (autovacuum_enabled = off)")
         wait_replayed(pr, sb)
         rows = []
         for r in range(args.replay_rounds):
@@ -482,7 +492,9 @@ def main():
     ap.add_argument("--check-seconds", type=int, default=5)
     ap.add_argument("--replay-commits", type=int, default=300000)
     ap.add_argument("--replay-waiters", type=int, default=100)
-    ap.add_argument("--replay-rounds", type=int, default=3)
+    ap.add_argument("--replay-rounds", type=int, default=7)
+    ap.add_argument("--replay-method", default="gate",
+                    help="how the waiters wait: gate, set_gate, or core_wait (WAIT FOR LSN, 19+)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     parts = {"ryw": part_ryw, "wake": part_wake, "idle": part_idle, "check": part_check,
