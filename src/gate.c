@@ -49,10 +49,13 @@ rg_gate_mode_arg(FunctionCallInfo fcinfo, int argno)
 /*
  * rg_gate_target_arg
  *		The target in the first argument, a pg_lsn or text; false if NULL.
+ *		Fails first after a SET form that did not wait (rg_check_missed_set).
  */
 static bool
 rg_gate_target_arg(FunctionCallInfo fcinfo, bool is_text, RgTarget *target)
 {
+	/* even "nothing to wait for" must not pass after an unchecked SET */
+	rg_check_missed_set();
 	if (PG_ARGISNULL(0))
 		return false;
 	if (is_text)

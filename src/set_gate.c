@@ -100,9 +100,9 @@ rg_set_gate_wait(VariableSetStmt *stmt)
 	char	   *value = ExtractSetVariableArgs(stmt);
 	RgTarget	target;
 
+	rg_check_missed_set();
 	if (value == NULL || value[0] == '\0')
 		return;
-	rg_check_missed_set();
 	rg_target_parse(value, &target);
 
 	/* Inside a function, procedure or DO block: its snapshot stays held. */
