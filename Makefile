@@ -17,6 +17,7 @@ OBJS = \
 	src/target.o \
 	src/stats.o \
 	src/token.o \
+	src/upstream.o \
 	src/wait.o \
 	src/worker.o
 

@@ -12,6 +12,7 @@
 #include "access/xlogdefs.h"
 #include "datatype/timestamp.h"
 #include "nodes/nodes.h"
+#include "pgtime.h"
 
 #include "compat.h"
 
@@ -71,6 +72,12 @@ extern void rg_worker_register(void);
 extern int	rg_arrival_open(void);
 extern bool rg_arrival_drain(int fd);
 #endif
+
+/* Is the WAL receiver's sender the primary (upstream.c)? */
+extern Size rg_upstream_shmem_size(void);
+extern void rg_upstream_shmem_init(void);
+extern bool rg_upstream_is_primary(pid_t pid, pg_time_t started,
+								   const char *host, int port);
 
 /* Waiting for replay (wait.c). */
 typedef enum RgWaitResult

@@ -1,9 +1,9 @@
 /*-------------------------------------------------------------------------
  *
  * shmem.c
- *		Shared memory of replica_gate (the waiter registry, before 19, and
- *		the gate statistics): requesting it at preload and creating it at
- *		startup.
+ *		Shared memory of replica_gate (the waiter registry, before 19, the
+ *		gate statistics and what the upstream is): requesting it at preload
+ *		and creating it at startup.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,11 +32,10 @@ rg_shmem_request(void)
 	if (rg_prev_shmem_request_hook)
 		rg_prev_shmem_request_hook();
 #endif
-#ifdef RG_HAVE_CORE_WAIT
-	RequestAddinShmemSpace(rg_stats_shmem_size());
-#else
-	RequestAddinShmemSpace(add_size(rg_registry_shmem_size(),
-									rg_stats_shmem_size()));
+	RequestAddinShmemSpace(add_size(rg_stats_shmem_size(),
+									rg_upstream_shmem_size()));
+#ifndef RG_HAVE_CORE_WAIT
+	RequestAddinShmemSpace(rg_registry_shmem_size());
 	RequestNamedLWLockTranche("replica_gate", 1);
 #endif
 }
@@ -56,6 +55,7 @@ rg_shmem_startup(void)
 	rg_registry_shmem_init();
 #endif
 	rg_stats_shmem_init();
+	rg_upstream_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

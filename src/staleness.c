@@ -7,7 +7,9 @@
  *
  * The bound comes from what the WAL receiver knows: the WAL end the primary
  * reported in its last message and when it sent that message (keepalives
- * refresh both on an idle system), and the replay position.  When replay
+ * refresh both on an idle system), and the replay position.  A sender that
+ * is itself a standby knows nothing of the primary's progress: on a
+ * cascading standby the bound is unknown (upstream.c finds out).  When replay
  * has reached the reported end, this node has everything the primary had
  * when it sent the message, so the bound is the time since then.  When replay is behind, the
  * bound is the time since the last replayed commit.  Times sent by the
@@ -45,8 +47,12 @@ typedef struct RgReceiver
 {
 	bool		streaming;
 	XLogRecPtr	received;		/* flushed to disk here */
-	XLogRecPtr	wal_end;		/* primary's WAL end in its last message */
-	TimestampTz sent_time;		/* when the primary sent that (its clock) */
+	XLogRecPtr	wal_end;		/* sender's WAL end in its last message */
+	TimestampTz sent_time;		/* when the sender sent that (its clock) */
+	pid_t		pid;			/* the WAL receiver's connection: process, */
+	pg_time_t	started;		/* its start time, */
+	char		sender_host[NI_MAXHOST];	/* and where it is connected */
+	int			sender_port;
 } RgReceiver;
 
 /*
@@ -73,6 +79,11 @@ rg_read_receiver(RgReceiver *rcv)
 	rcv->wal_end = walrcv->latestWalEnd;
 	rcv->sent_time = walrcv->lastMsgSendTime;
 	receipt_time = walrcv->lastMsgReceiptTime;
+	rcv->pid = walrcv->pid;
+	rcv->started = walrcv->startTime;
+	strlcpy(rcv->sender_host, walrcv->ready_to_display ? walrcv->sender_host : "",
+			sizeof(rcv->sender_host));
+	rcv->sender_port = walrcv->sender_port;
 	SpinLockRelease(&walrcv->mutex);
 
 	if (rcv->sent_time == receipt_time)
@@ -86,7 +97,8 @@ rg_read_receiver(RgReceiver *rcv)
  * rg_staleness_us
  *		Upper bound on this node's staleness in microseconds; false when it
  *		cannot be known (not streaming, nothing heard from the primary yet,
- *		replay behind with no replayed commit to date it).
+ *		streaming from another standby or not yet known not to be, replay
+ *		behind with no replayed commit to date it).
  */
 static bool
 rg_staleness_us(int64 *us)
@@ -102,7 +114,9 @@ rg_staleness_us(int64 *us)
 	}
 
 	rg_read_receiver(&rcv);
-	if (!rcv.streaming || rcv.sent_time == 0)
+	if (!rcv.streaming || rcv.sent_time == 0 ||
+		!rg_upstream_is_primary(rcv.pid, rcv.started, rcv.sender_host,
+								rcv.sender_port))
 		return false;
 
 	now = GetCurrentTimestamp();
@@ -261,7 +275,7 @@ rg_require_fresh(PG_FUNCTION_ARGS)
 															IntervalPGetDatum(limit))),
 						timeout),
 				 bound < 0 ?
-				 errdetail("Its staleness cannot be known: the WAL receiver is not streaming.") :
+				 errdetail("Its staleness cannot be known: the WAL receiver is not streaming from the primary.") :
 				 errdetail("Its staleness bound is %s.",
 						   DatumGetCString(DirectFunctionCall1(interval_out,
 															   IntervalPGetDatum(rg_interval_from_us(bound))))),

@@ -18,7 +18,8 @@ use Test::More;
 use Time::HiRes qw(gettimeofday tv_interval);
 
 our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
-  rg_core_wait rg_next_lsn rg_partition rg_archive_standby);
+  rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
+  rg_probe_time rg_woke_at rg_median RG_WAKE_BOUND_MS);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -158,6 +159,54 @@ sub rg_pid_of
 	  or die "session $appname never started waiting";
 	return $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE application_name = '$appname'");
+}
+
+# rg_probe_start($node, $target, $appname)
+#	A session that spins until replay on $node passes $target (an LSN, or
+#	the LSN of a token), or recovery
+#	ends, and notes that moment (server clock) for rg_probe_time.  It marks
+#	when a waiter could first have returned; a standby cannot create a
+#	function, so it is a DO block.
+sub rg_probe_start
+{
+	my ($node, $target, $appname) = @_;
+	my $lsn = $target =~ s/^.*://r;
+	return rg_bg_start($node, qq{DO \$\$ BEGIN
+		WHILE pg_is_in_recovery() AND coalesce(pg_last_wal_replay_lsn() < '$lsn', true) LOOP
+		END LOOP;
+		RAISE NOTICE 'passed at %', extract(epoch FROM clock_timestamp()); END \$\$},
+		$appname);
+}
+
+# rg_probe_time($h)
+#	Finish a probe and return the moment it noted (epoch seconds).
+sub rg_probe_time
+{
+	my ($h) = @_;
+	rg_bg_finish($h);
+	my ($t) = $h->{stderr} =~ /passed at ([0-9.]+)/;
+	return $t // die "the probe failed: $h->{stderr}";
+}
+
+# rg_woke_at($gate)
+#	SQL that runs the gate expression $gate and returns its result and the
+#	moment it returned, as "result|epoch".
+sub rg_woke_at
+{
+	my ($gate) = @_;
+	return "SELECT $gate, extract(epoch FROM clock_timestamp())";
+}
+
+# How soon, in ms, a waiter must return after replay passes its target: it
+# takes about 1 ms; the rest is room for a loaded 2-core machine.  Far below
+# any re-check interval: a lost wake-up shows as 100 ms to 1 s or more.
+use constant RG_WAKE_BOUND_MS => 50;
+
+# rg_median(@values)
+sub rg_median
+{
+	my @v = sort { $a <=> $b } @_;
+	return $v[ int(@v / 2) ];
 }
 
 1;

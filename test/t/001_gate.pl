@@ -54,8 +54,10 @@ is($standby->safe_psql('postgres', 'SELECT v FROM t WHERE id = 1'),
 	'old', 'an ungated read right after the write is stale');
 
 my $t0 = [gettimeofday];
+# Budgets of 3.5 s: the delay ends 3 s after the commit, and a waiter woken
+# late (by a re-check instead of its wake-up) would run out of time.
 my $gated = $standby->safe_psql('postgres',
-	"SELECT replica_gate.require_lsn('$lsn', 10000); SELECT v FROM t WHERE id = 1");
+	"SELECT replica_gate.require_lsn('$lsn', 3500); SELECT v FROM t WHERE id = 1");
 my $waited = tv_interval($t0);
 is($gated, "\nnew", 'gate and read in one query string see the write');
 cmp_ok($waited, '>=', 1.0, "the gate waited for the delayed commit (${waited}s)");
@@ -65,7 +67,7 @@ is($standby->safe_psql('postgres', "SELECT replica_gate.caught_up('$lsn')"),
 # wait_for_lsn in its own statement, then the read.
 $lsn = write_value('newer');
 is( $standby->safe_psql('postgres',
-		"SELECT replica_gate.wait_for_lsn('$lsn', 10000); SELECT v FROM t WHERE id = 1"),
+		"SELECT replica_gate.wait_for_lsn('$lsn', 3500); SELECT v FROM t WHERE id = 1"),
 	"t\nnewer",
 	'wait_for_lsn returns true, the next statement sees the write');
 
@@ -74,7 +76,7 @@ $lsn = write_value('rr');
 is( $standby->safe_psql(
 		'postgres', qq{
 BEGIN ISOLATION LEVEL REPEATABLE READ;
-SET LOCAL replica_gate.default_timeout = 10000;
+SET LOCAL replica_gate.default_timeout = 3500;
 SET LOCAL replica_gate.require_lsn = '$lsn';
 SHOW replica_gate.require_lsn;
 SELECT v FROM t WHERE id = 1;
@@ -168,7 +170,7 @@ $waited = tv_interval($t0);
 cmp_ok($waited, '<', 2, "it did not wait for its 5 s budget (${waited}s)");
 
 my $w = rg_bg_start($standby,
-	"SELECT replica_gate.wait_for_lsn('$lsn', 60000); SELECT v FROM t WHERE id = 1",
+	[ rg_woke_at("replica_gate.wait_for_lsn('$lsn', 60000)"), 'SELECT v FROM t WHERE id = 1' ],
 	'paused_waiter');
 my $pid = rg_pid_of($standby, 'paused_waiter');
 my $event = $standby->safe_psql('postgres',
@@ -180,18 +182,27 @@ like($event,
 	"pg_stat_activity shows the wait ($event)");
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
 	'1', 'one backend registered');
+my $probe = rg_probe_start($standby, $lsn, 'paused_probe');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+my $passed = rg_probe_time($probe);
 rg_bg_finish($w);
-is($w->{stdout}, "t\npaused", 'waiter across pause/resume wakes and sees the write');
+my ($woke, $read) = $w->{stdout} =~ /^t\|([0-9.]+)\n(.*)$/;
+is($read, 'paused', 'waiter across pause/resume wakes and sees the write');
+cmp_ok(($woke // 0) - $passed, '<', RG_WAKE_BOUND_MS / 1000,
+	sprintf('it returned %.1f ms after replay passed its target', (($woke // 0) - $passed) * 1000));
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
 	'0', 'no waiter left registered');
 
 # --- 200 concurrent waiters ---------------------------------------------------
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
 $lsn = write_value('crowd');
+# Each waiter notes the server time it returned at in crowd.times.
 my $script = $standby->basedir . '/crowd.sql';
+my $times = $standby->basedir . '/crowd.times';
 PostgreSQL::Test::Utils::append_to_file($script,
-	"SELECT replica_gate.require_lsn('$lsn', 60000);\n");
+	"SELECT replica_gate.require_lsn('$lsn', 60000) AS r, "
+	  . "extract(epoch FROM clock_timestamp()) AS woke \\gset\n"
+	  . "\\shell echo :woke >> $times\n");
 my ($pb_out, $pb_err) = ('', '');
 my $pgbench = IPC::Run::start(
 	[
@@ -202,11 +213,21 @@ my $pgbench = IPC::Run::start(
 	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 ok( $standby->poll_query_until('postgres', 'SELECT replica_gate.waiters() = 200'),
 	'200 backends wait');
+$probe = rg_probe_start($standby, $lsn, 'crowd_probe');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+$passed = rg_probe_time($probe);
 $pgbench->finish;
 is($pgbench->result(0), 0, 'pgbench with 200 waiters succeeded');
 like($pb_out, qr/number of transactions actually processed: 200\/200/,
 	'all 200 waiters returned');
+# Waking 200 backends on 2 cores takes a few ms (bench/README.md); the
+# bound leaves room for a loaded machine and still fails a crowd that
+# waited for a re-check.
+my @woke = sort { $a <=> $b } split /\n/, slurp_file($times);
+is(scalar(@woke), 200, 'each of the 200 noted when it returned');
+cmp_ok($woke[-1] - $passed, '<', 0.1,
+	sprintf('the last of the 200 returned %.1f ms after replay passed the target',
+		($woke[-1] - $passed) * 1000));
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
 	'0', 'none left registered');
 

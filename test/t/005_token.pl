@@ -82,7 +82,7 @@ SELECT replica_gate.last_commit_token();});
 my ($checks, $token_2pc) = split /\n/, $out;
 is($checks, 't|t|t', 'COMMIT PREPARED moves the write token, reported as well');
 is( $standby->safe_psql('postgres',
-		"SELECT replica_gate.require_lsn('$token_2pc', 10000); SELECT DISTINCT v FROM counter"),
+		"SELECT replica_gate.require_lsn('$token_2pc', 1000); SELECT DISTINCT v FROM counter"),
 	"\n42", 'a gate on the COMMIT PREPARED token sees the prepared write');
 SKIP:
 {
@@ -142,12 +142,13 @@ foreach my $run (@runs)
 	foreach my $form (qw(function set))
 	{
 		foreach my $case (
-			# budget above the apply delay: every read stays on the standby
-			[ 4, '5000', '5 reads, 5 on standby, 0 on primary', 'gated reads on the standby' ],
+			# budget above the 300 ms apply delay, by less than a re-check
+			# interval: every read stays on the standby if woken promptly
+			[ 4, '1000', '5 reads, 5 on standby, 0 on primary', 'gated reads on the standby' ],
 			# budget below it: RG001 sends every gated read to the primary
 			[ 3, '20', '4 reads, 1 on standby, 3 on primary', 'RG001 falls back to the primary' ],
 			# both, round after round
-			[ 4, '5000,0', '5 reads, 3 on standby, 2 on primary', 'gated reads and fallbacks mixed' ])
+			[ 4, '1000,0', '5 reads, 3 on standby, 2 on primary', 'gated reads and fallbacks mixed' ])
 		{
 			my ($rounds, $budgets, $counts, $what) = @$case;
 			$primary->safe_psql('postgres', 'UPDATE counter SET v = 0');

@@ -22,37 +22,23 @@ use RgTest;
 use Test::More;
 use Time::HiRes qw(sleep);
 
-# A waiter returns within this many ms of replay passing its target (it
-# takes about 1 ms; the rest is room for a loaded 2-core machine).
-my $bound_ms = 50;
+my $bound_ms = RG_WAKE_BOUND_MS;
+# Rounds per cause (the median counts); bench/wake_matrix asks for more and
+# collects each cause's lags from the file RG_WAKE_OUT names.
+my $rounds = $ENV{RG_WAKE_ROUNDS} // 3;
 
 my ($primary, $standby) = rg_primary_standby();
 $primary->safe_psql('postgres', 'CREATE TABLE t (v int)');
 $primary->wait_for_catchup($standby->name, 'replay');
+my $major = rg_major($standby);
 
-# The spinning probe: spins until replay passed $lsn, or recovery ended,
-# and notes the server time in a NOTICE (a standby cannot create a function).
-sub probe_sql
+# record($what, @lag): hand a cause's lags to bench/wake_matrix.
+sub record
 {
-	my ($lsn) = @_;
-	return qq{DO \$\$ BEGIN
-		WHILE pg_is_in_recovery() AND coalesce(pg_last_wal_replay_lsn() < '$lsn', true) LOOP
-		END LOOP;
-		RAISE NOTICE 'passed at %', extract(epoch FROM clock_timestamp()); END \$\$};
-}
-
-# The time the probe noted.
-sub probe_time
-{
-	my ($p) = @_;
-	my ($t) = $p->{stderr} =~ /passed at ([0-9.]+)/;
-	return $t // die "the probe failed: $p->{stderr}";
-}
-
-sub median
-{
-	my @v = sort { $a <=> $b } @_;
-	return $v[ int(@v / 2) ];
+	my ($what, @lag) = @_;
+	return unless $ENV{RG_WAKE_OUT};
+	PostgreSQL::Test::Utils::append_to_file($ENV{RG_WAKE_OUT},
+		join("\t", $what, $major, map { sprintf('%.2f', $_) } @lag) . "\n");
 }
 
 # One round on $node: start a waiter and the probe for $target, run $event,
@@ -64,34 +50,34 @@ sub round
 	# The waiter waits for the plain LSN: a token's wait also re-checks its
 	# timeline every 100 ms, which would hide a lost wake-up.
 	my $w = rg_bg_start($node,
-		"SELECT replica_gate.wait_for_lsn('$lsn'::pg_lsn, 30000), extract(epoch FROM clock_timestamp())",
-		"waiter_$name");
+		rg_woke_at("replica_gate.wait_for_lsn('$lsn'::pg_lsn, 30000)"), "waiter_$name");
 	rg_pid_of($node, "waiter_$name");
-	my $p = rg_bg_start($node, probe_sql($lsn), "probe_$name");
+	my $p = rg_probe_start($node, $lsn, "probe_$name");
 	sleep 0.3;
 	$event->();
-	rg_bg_finish($p);
+	my $passed = rg_probe_time($p);
 	rg_bg_finish($w);
 	my ($result, $woke) = split /\|/, $w->{stdout};
 	$woke //= 0;
-	return (($woke - probe_time($p)) * 1000, $result // $w->{stderr});
+	return (($woke - $passed) * 1000, $result // $w->{stderr});
 }
 
 # $rounds rounds of a cause; checks the waiters succeeded and the median lag.
 sub cause
 {
-	my ($what, $bound, $setup, $rounds) = @_;
+	my ($what, $bound, $setup, $n) = @_;
 	my (@lag, @results);
-	$rounds //= 3;
-	for my $i (1 .. $rounds)
+	$n //= $rounds;
+	for my $i (1 .. $n)
 	{
 		my ($node, $target, $event) = $setup->($i);
 		my ($lag, $result) = round($node, $target, $event, "${what}_$i" =~ s/\W/_/gr);
 		push @lag, $lag;
 		push @results, $result;
 	}
-	is(join(',', @results), join(',', ('t') x $rounds), "$what: every waiter succeeded");
-	my $m = median(@lag);
+	is(join(',', @results), join(',', ('t') x $n), "$what: every waiter succeeded");
+	record($what, @lag);
+	my $m = rg_median(@lag);
 	cmp_ok($m, '<', $bound,
 		sprintf("%s: waiters return %.1f ms (median; %s) after replay passes the target",
 			$what, $m, join(', ', map { sprintf('%.1f', $_) } @lag)));
@@ -182,14 +168,15 @@ my $promote_bound = rg_major($s2) >= 16 && !rg_core_wait($s2) ? 300 : $bound_ms;
 		  RAISE NOTICE 'ended at %', extract(epoch FROM clock_timestamp()); END $$},
 		'promoted');
 	rg_pid_of($s2, 'promoted');
-	my $p = rg_bg_start($s2, probe_sql('FFFFFFFF/FFFFFFFF'), 'probe');
+	my $p = rg_probe_start($s2, 'FFFFFFFF/FFFFFFFF', 'probe');
 	sleep 0.3;
 	$s2->promote;
-	rg_bg_finish($p);
+	my $passed = rg_probe_time($p);
 	rg_bg_finish($w);
 	my ($ended) = $w->{stderr} =~ /ended at ([0-9.]+)/;
 	ok(defined $ended, 'promotion: the waiter learns that recovery ended') or diag($w->{stderr});
-	my $lag = (($ended // 0) - probe_time($p)) * 1000;
+	my $lag = (($ended // 0) - $passed) * 1000;
+	record('promotion', $lag);
 	cmp_ok($lag, '<', $promote_bound,
 		sprintf('promotion: the waiter ends %.1f ms after recovery ended', $lag));
 }
