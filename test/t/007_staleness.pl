@@ -145,6 +145,30 @@ like($err, qr/permission denied for function stats_reset/,
 	'SELECT replica_gate.stats_reset()', extra_params => [ '-U', 'regress_resetter' ]);
 is($ret, 0, 'a role granted EXECUTE can reset the stats');
 
+# --- default settings: the bound is honest, but not tight ---------------------
+# With the defaults an idle primary sends nothing until the standby asks for
+# a keepalive after wal_receiver_timeout / 2 (30 s) of silence, so the bound
+# on an idle standby climbs to about 30 s before it drops.
+$primary->backup('defaults_base');
+my $defaults = PostgreSQL::Test::Cluster->new('defaults');
+$defaults->init_from_backup($primary, 'defaults_base', has_streaming => 1);
+$defaults->start;
+$primary->safe_psql('postgres', 'INSERT INTO t VALUES (3)');
+$primary->wait_for_catchup($defaults->name, 'replay');
+my ($lowest, $highest) = (1e9, 0);
+for (1 .. 36)
+{
+	sleep 1;
+	my $b = $defaults->safe_psql('postgres', "SELECT coalesce($bound_ms, -1)");
+	$lowest = $b if $b < $lowest;
+	$highest = $b if $b > $highest;
+}
+cmp_ok($lowest, '>=', 0, 'default settings: the bound is known throughout 36 idle seconds');
+cmp_ok($highest, '>', 5000,
+	"it climbs well above a second ($highest ms at most): the defaults do not keep it small");
+cmp_ok($highest, '<', 32000, 'and stays below wal_receiver_timeout / 2 plus a second');
+$defaults->stop;
+
 # --- the primary goes away: the bound is unknown until a message arrives ----------
 # A starting walreceiver marks itself streaming, with this server's clock as
 # the last message's send time, before it has connected; none of that may
