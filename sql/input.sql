@@ -74,5 +74,6 @@ BEGIN
 	END IF;
 END $$;
 
+DROP FUNCTION pg_temp.try(text);
 RESET ROLE;
 DROP ROLE regress_rg_input;

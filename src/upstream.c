@@ -44,8 +44,8 @@
 
 /* How long to wait before asking again after a failed question. */
 #define RG_UPSTREAM_RETRY_MS		1000
-/* connect_timeout of the question's connection, in seconds. */
-#define RG_UPSTREAM_CONNECT_TIMEOUT	2
+/* Time limits of the question's connection, in seconds. */
+#define RG_UPSTREAM_TIMEOUT_S		2
 
 typedef enum RgUpstreamState
 {
@@ -177,12 +177,17 @@ rg_upstream_ask(const char *host, int port)
 
 	load_file("libpqwalreceiver", false);
 
-	/* later keywords win: the sender's own host and port */
+	/*
+	 * Later keywords win: the sender's own host and port, a name the
+	 * sender's administrator can recognize, and time limits for connecting
+	 * and, over TCP, for a sender that stops answering.
+	 */
 	initStringInfo(&conninfo);
 	appendStringInfo(&conninfo, "%s host=", PrimaryConnInfo ? PrimaryConnInfo : "");
 	rg_upstream_append_value(&conninfo, host);
-	appendStringInfo(&conninfo, " port=%d connect_timeout=%d",
-					 port, RG_UPSTREAM_CONNECT_TIMEOUT);
+	appendStringInfo(&conninfo,
+					 " port=%d application_name=replica_gate connect_timeout=%d tcp_user_timeout=%d",
+					 port, RG_UPSTREAM_TIMEOUT_S, RG_UPSTREAM_TIMEOUT_S * 1000);
 	conn = RG_WALRCV_CONNECT(conninfo.data, "replica_gate", &err);
 	pfree(conninfo.data);
 	if (conn == NULL)
