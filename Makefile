@@ -30,7 +30,9 @@ REGRESS = $(sort $(filter-out $(EXTENSION)--%,$(notdir $(basename $(wildcard sql
 REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
-PG_CPPFLAGS = -I$(srcdir)/src -DRG_VERSION='"$(EXTVERSION)"'
+PG_CPPFLAGS = -I$(srcdir)/src -I$(libpq_srcdir) -DRG_VERSION='"$(EXTVERSION)"'
+# libpq: src/upstream.c asks the WAL sender whether it is a standby
+SHLIB_LINK_INTERNAL = $(libpq)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

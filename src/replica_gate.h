@@ -74,10 +74,16 @@ extern bool rg_arrival_drain(int fd);
 #endif
 
 /* Is the WAL receiver's sender the primary (upstream.c)? */
+typedef struct RgUpstreamKey	/* a WAL receiver connection and timeline */
+{
+	pid_t		pid;
+	pg_time_t	started;		/* when streaming was last requested */
+	TimeLineID	tli;
+} RgUpstreamKey;
+
 extern Size rg_upstream_shmem_size(void);
 extern void rg_upstream_shmem_init(void);
-extern bool rg_upstream_is_primary(pid_t pid, pg_time_t started,
-								   const char *host, int port);
+extern bool rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since);
 
 /* Waiting for replay (wait.c). */
 typedef enum RgWaitResult

@@ -49,10 +49,7 @@ typedef struct RgReceiver
 	XLogRecPtr	received;		/* flushed to disk here */
 	XLogRecPtr	wal_end;		/* sender's WAL end in its last message */
 	TimestampTz sent_time;		/* when the sender sent that (its clock) */
-	pid_t		pid;			/* the WAL receiver's connection: process, */
-	pg_time_t	started;		/* its start time, */
-	char		sender_host[NI_MAXHOST];	/* and where it is connected */
-	int			sender_port;
+	RgUpstreamKey connection;	/* the WAL receiver's connection */
 } RgReceiver;
 
 /*
@@ -79,11 +76,9 @@ rg_read_receiver(RgReceiver *rcv)
 	rcv->wal_end = walrcv->latestWalEnd;
 	rcv->sent_time = walrcv->lastMsgSendTime;
 	receipt_time = walrcv->lastMsgReceiptTime;
-	rcv->pid = walrcv->pid;
-	rcv->started = walrcv->startTime;
-	strlcpy(rcv->sender_host, walrcv->ready_to_display ? walrcv->sender_host : "",
-			sizeof(rcv->sender_host));
-	rcv->sender_port = walrcv->sender_port;
+	rcv->connection.pid = walrcv->pid;
+	rcv->connection.started = walrcv->startTime;
+	rcv->connection.tli = walrcv->receiveStartTLI;
 	SpinLockRelease(&walrcv->mutex);
 
 	if (rcv->sent_time == receipt_time)
@@ -106,6 +101,7 @@ rg_staleness_us(int64 *us)
 	RgReceiver	rcv;
 	TimestampTz now;
 	TimestampTz as_of;
+	TimestampTz primary_since;
 
 	if (!RecoveryInProgress())
 	{
@@ -115,8 +111,8 @@ rg_staleness_us(int64 *us)
 
 	rg_read_receiver(&rcv);
 	if (!rcv.streaming || rcv.sent_time == 0 ||
-		!rg_upstream_is_primary(rcv.pid, rcv.started, rcv.sender_host,
-								rcv.sender_port))
+		!rg_upstream_is_primary(&rcv.connection, &primary_since) ||
+		rcv.sent_time < primary_since)
 		return false;
 
 	now = GetCurrentTimestamp();
@@ -274,6 +270,8 @@ rg_require_fresh(PG_FUNCTION_ARGS)
 						DatumGetCString(DirectFunctionCall1(interval_out,
 															IntervalPGetDatum(limit))),
 						timeout),
+				 bound < 0 && !rg_preloaded ?
+				 errdetail("Its staleness cannot be known without shared_preload_libraries = 'replica_gate'.") :
 				 bound < 0 ?
 				 errdetail("Its staleness cannot be known: the WAL receiver is not streaming from the primary.") :
 				 errdetail("Its staleness bound is %s.",

@@ -9,43 +9,46 @@
  * comes from another standby: it says how far this node is behind that
  * standby, which may itself have been cut off from the primary for
  * minutes.  Nothing in the streaming protocol says what the sender is, so
- * this module asks it: once per WAL receiver connection, over a
- * replication connection of its own, made with primary_conninfo to the
- * host and port the WAL receiver is connected to.  "SHOW in_hot_standby"
- * answers on 14 and later; a 13 sender answers "SHOW transaction_read_only"
- * (on in recovery; also on a primary with default_transaction_read_only,
- * which then counts as a standby: the safe side).
+ * this module asks it, once per WAL receiver connection and timeline, over
+ * a replication connection of its own: primary_conninfo's options with the
+ * host and port the WAL receiver reports (pg_stat_wal_receiver's
+ * sender_host and sender_port).  From 14 on the sender's answer is the
+ * in_hot_standby parameter it reports when the connection starts; a 13
+ * sender answers "SHOW transaction_read_only" (on in recovery; also on a
+ * primary with default_transaction_read_only, which then counts as a
+ * standby: the safe side).
  *
- * The answer holds for the life of the WAL receiver's connection: a primary
- * becomes a standby only through a restart, which ends the connection, and
- * a standby that is promoted ends the connections of its cascaded
- * standbys.  It is kept in shared memory when the library is preloaded (one
- * question per connection for the whole server), else in the session.
- * Until an answer is known, and when the question fails (retried after
- * RG_UPSTREAM_RETRY_MS), the sender counts as a standby: staleness is
- * unknown, and gates on it fail closed.
+ * The answer lives in shared memory, so the sender sees one such
+ * connection per WAL receiver connection, not one per session; without
+ * shared_preload_libraries nothing is asked and the sender counts as a
+ * standby.  A new WAL receiver process, a new start of streaming and a new
+ * timeline each ask again: a standby promoted while we stream from it
+ * moves us to its new timeline.  Messages sent before the answer count for
+ * nothing, since the sender may have been a standby when it sent them.
+ * Until an answer is known, while the question runs, and when it fails
+ * (logged once per connection, retried after RG_UPSTREAM_RETRY_MS), the
+ * sender counts as a standby: staleness is unknown, and gates on it fail
+ * closed.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "catalog/pg_type.h"
-#include "executor/tuptable.h"
-#include "fmgr.h"
-#include "lib/stringinfo.h"
+#include "libpq-fe.h"
+#include "miscadmin.h"
 #include "replication/walreceiver.h"
+#include "storage/fd.h"
 #include "storage/ipc.h"
+#include "storage/latch.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
-#include "utils/builtins.h"
 #include "utils/timestamp.h"
 
 #include "replica_gate.h"
 
-/* How long to wait before asking again after a failed question. */
+/* How long the question may take, and how long to wait after a failure. */
+#define RG_UPSTREAM_TIMEOUT_MS		2000
 #define RG_UPSTREAM_RETRY_MS		1000
-/* Time limits of the question's connection, in seconds. */
-#define RG_UPSTREAM_TIMEOUT_S		2
 
 typedef enum RgUpstreamState
 {
@@ -55,19 +58,25 @@ typedef enum RgUpstreamState
 	RG_UPSTREAM_STANDBY
 } RgUpstreamState;
 
-/* The answer for one WAL receiver connection (pid and start time). */
+/* The answer for one WAL receiver connection and timeline. */
 typedef struct RgUpstream
 {
 	slock_t		mutex;
-	pid_t		pid;
-	pg_time_t	started;
+	RgUpstreamKey key;
 	RgUpstreamState state;
-	TimestampTz retry_after;	/* when UNKNOWN after a failure */
+	TimestampTz answered_at;	/* when the sender answered */
+	TimestampTz retry_after;	/* UNKNOWN after a failure: not before then */
+	bool		failed_once;	/* a failure was logged for this key */
 } RgUpstream;
 
-static RgUpstream *rg_upstream_shared = NULL;
-static RgUpstream rg_upstream_session;
 static RgUpstream *rg_upstream = NULL;
+static uint32 rg_upstream_event = 0;
+
+/* Connection options that the question sets itself. */
+static const char *const rg_upstream_overridden[] = {
+	"host", "hostaddr", "port", "dbname", "replication", "application_name",
+	"load_balance_hosts", "target_session_attrs"
+};
 
 Size
 rg_upstream_shmem_size(void)
@@ -85,199 +94,280 @@ rg_upstream_shmem_init(void)
 {
 	bool		found;
 
-	rg_upstream_shared = ShmemInitStruct("replica_gate upstream",
-										 sizeof(RgUpstream), &found);
+	rg_upstream = ShmemInitStruct("replica_gate upstream", sizeof(RgUpstream),
+								  &found);
 	if (!found)
 	{
-		memset(rg_upstream_shared, 0, sizeof(RgUpstream));
-		SpinLockInit(&rg_upstream_shared->mutex);
+		memset(rg_upstream, 0, sizeof(RgUpstream));
+		SpinLockInit(&rg_upstream->mutex);
 	}
 }
 
-/* The answer's home: shared memory if preloaded, else this session. */
-static RgUpstream *
-rg_upstream_cache(void)
+static bool
+rg_upstream_same_key(const RgUpstreamKey *a, const RgUpstreamKey *b)
 {
-	if (rg_upstream == NULL)
-	{
-		if (rg_upstream_shared != NULL)
-			rg_upstream = rg_upstream_shared;
-		else
-		{
-			SpinLockInit(&rg_upstream_session.mutex);
-			rg_upstream = &rg_upstream_session;
-		}
-	}
-	return rg_upstream;
-}
-
-/* Append a conninfo value, quoted. */
-static void
-rg_upstream_append_value(StringInfo buf, const char *value)
-{
-	appendStringInfoChar(buf, '\'');
-	for (const char *p = value; *p; p++)
-	{
-		if (*p == '\'' || *p == '\\')
-			appendStringInfoChar(buf, '\\');
-		appendStringInfoChar(buf, *p);
-	}
-	appendStringInfoChar(buf, '\'');
+	return a->pid == b->pid && a->started == b->started && a->tli == b->tli;
 }
 
 /*
- * rg_upstream_show
- *		Run a SHOW of a boolean setting over the question's connection:
- *		"on" means a standby.
+ * rg_upstream_wait
+ *		Wait until conn's socket is readable (or writable), our latch is
+ *		set, or the deadline passes; false once it has passed.
+ */
+static bool
+rg_upstream_wait(PGconn *conn, bool for_write, TimestampTz deadline)
+{
+	long		ms = (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
+	int			rc;
+
+	if (ms <= 0)
+		return false;
+	rc = WaitLatchOrSocket(MyLatch,
+						   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
+						   (for_write ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE),
+						   PQsocket(conn), ms,
+						   RG_WAIT_EVENT(rg_upstream_event, "ReplicaGateUpstream"));
+	if (rc & WL_LATCH_SET)
+	{
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return true;
+}
+
+/*
+ * rg_upstream_start
+ *		Start connecting to the sender: primary_conninfo's options (URI or
+ *		keyword form) with the sender's host and port, a physical
+ *		replication connection named replica_gate.  NULL if
+ *		primary_conninfo cannot be parsed.
+ */
+static PGconn *
+rg_upstream_start(const char *host, int port)
+{
+	PQconninfoOption *options;
+	char	   *err = NULL;
+	char		port_text[16];
+	const char **keys;
+	const char **values;
+	int			n = 0;
+	PGconn	   *conn;
+
+	options = PQconninfoParse(PrimaryConnInfo ? PrimaryConnInfo : "", &err);
+	if (options == NULL)
+	{
+		if (err)
+			PQfreemem(err);
+		return NULL;
+	}
+	for (PQconninfoOption *o = options; o->keyword; o++)
+		n++;
+	keys = palloc((n + 6) * sizeof(char *));
+	values = palloc((n + 6) * sizeof(char *));
+	n = 0;
+	for (PQconninfoOption *o = options; o->keyword; o++)
+	{
+		bool		overridden = false;
+
+		for (int i = 0; i < lengthof(rg_upstream_overridden); i++)
+			overridden |= (strcmp(o->keyword, rg_upstream_overridden[i]) == 0);
+		if (o->val != NULL && o->val[0] != '\0' && !overridden)
+		{
+			keys[n] = o->keyword;
+			values[n++] = o->val;
+		}
+	}
+	snprintf(port_text, sizeof(port_text), "%d", port);
+	keys[n] = "host";
+	values[n++] = host;
+	keys[n] = "port";
+	values[n++] = port_text;
+	keys[n] = "dbname";
+	values[n++] = "replication";
+	keys[n] = "replication";
+	values[n++] = "true";
+	keys[n] = "application_name";
+	values[n++] = "replica_gate";
+	keys[n] = NULL;
+	values[n] = NULL;
+
+	conn = PQconnectStartParams(keys, values, false);
+	PQconninfoFree(options);
+	pfree(keys);
+	pfree(values);
+	return conn;
+}
+
+/*
+ * rg_upstream_answer
+ *		Ask a connected sender whether it is in recovery.
  */
 static RgUpstreamState
-rg_upstream_show(WalReceiverConn *conn, const char *query)
+rg_upstream_answer(PGconn *conn, TimestampTz deadline)
 {
-	Oid			types[1] = {TEXTOID};
-	WalRcvExecResult *res;
-	RgUpstreamState state = RG_UPSTREAM_UNKNOWN;
+	const char *on;
+#if PG_VERSION_NUM >= 140000
+	on = PQparameterStatus(conn, "in_hot_standby");
+#else
+	PGresult   *res;
 
-	res = walrcv_exec(conn, query, 1, types);
-	if (res->status != WALRCV_OK_TUPLES)
-		ereport(LOG,
-				(errmsg("replica_gate could not ask the WAL sender whether it is a standby: %s",
-						res->err ? res->err : "no result")));
-	else
-	{
-		TupleTableSlot *slot = MakeSingleTupleTableSlot(res->tupledesc,
-														&TTSOpsMinimalTuple);
-
-		if (tuplestore_gettupleslot(res->tuplestore, true, false, slot))
-		{
-			bool		isnull;
-			Datum		value = slot_getattr(slot, 1, &isnull);
-
-			if (!isnull)
-				state = strcmp(TextDatumGetCString(value), "on") == 0 ?
-					RG_UPSTREAM_STANDBY : RG_UPSTREAM_PRIMARY;
-		}
-		ExecDropSingleTupleTableSlot(slot);
-	}
-	walrcv_clear_result(res);
-	return state;
+	if (!PQsendQuery(conn, "SHOW transaction_read_only"))
+		return RG_UPSTREAM_UNKNOWN;
+	while (PQisBusy(conn))
+		if (!rg_upstream_wait(conn, false, deadline) || !PQconsumeInput(conn))
+			return RG_UPSTREAM_UNKNOWN;
+	res = PQgetResult(conn);
+	on = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 ?
+		pstrdup(PQgetvalue(res, 0, 0)) : NULL;
+	PQclear(res);
+#endif
+	if (on != NULL && strcmp(on, "off") == 0)
+		return RG_UPSTREAM_PRIMARY;
+	if (on != NULL && strcmp(on, "on") == 0)
+		return RG_UPSTREAM_STANDBY;
+	return RG_UPSTREAM_UNKNOWN;
 }
 
 /*
  * rg_upstream_ask
- *		Connect to the sender at host:port with primary_conninfo's other
- *		options and ask whether it is in recovery.
+ *		Connect to the sender at host:port and ask whether it is a standby,
+ *		within RG_UPSTREAM_TIMEOUT_MS; UNKNOWN if that fails (logged if
+ *		log_failure).
  */
 static RgUpstreamState
-rg_upstream_ask(const char *host, int port)
+rg_upstream_ask(const char *host, int port, bool log_failure)
 {
-	StringInfoData conninfo;
-	WalReceiverConn *conn;
-	char	   *err = NULL;
+	PGconn	   *volatile conn = NULL;
 	volatile RgUpstreamState state = RG_UPSTREAM_UNKNOWN;
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   RG_UPSTREAM_TIMEOUT_MS);
 
-	load_file("libpqwalreceiver", false);
-
-	/*
-	 * Later keywords win: the sender's own host and port, a name the
-	 * sender's administrator can recognize, and time limits for connecting
-	 * and, over TCP, for a sender that stops answering.
-	 */
-	initStringInfo(&conninfo);
-	appendStringInfo(&conninfo, "%s host=", PrimaryConnInfo ? PrimaryConnInfo : "");
-	rg_upstream_append_value(&conninfo, host);
-	appendStringInfo(&conninfo,
-					 " port=%d application_name=replica_gate connect_timeout=%d tcp_user_timeout=%d",
-					 port, RG_UPSTREAM_TIMEOUT_S, RG_UPSTREAM_TIMEOUT_S * 1000);
-	conn = RG_WALRCV_CONNECT(conninfo.data, "replica_gate", &err);
-	pfree(conninfo.data);
-	if (conn == NULL)
+	if (!AcquireExternalFD())
 	{
-		ereport(LOG,
-				(errmsg("replica_gate could not connect to the WAL sender to ask whether it is a standby: %s",
-						err ? err : "unknown error")));
+		if (log_failure)
+			ereport(LOG,
+					(errmsg("replica_gate could not ask the WAL sender whether it is a standby: out of file descriptors")));
 		return RG_UPSTREAM_UNKNOWN;
 	}
-
 	PG_TRY();
 	{
-		state = rg_upstream_show(conn,
-								 walrcv_server_version(conn) >= 140000 ?
-								 "SHOW in_hot_standby" :
-								 "SHOW transaction_read_only");
+		PostgresPollingStatusType poll = PGRES_POLLING_WRITING;
+
+		conn = rg_upstream_start(host, port);
+		if (conn != NULL && PQstatus(conn) != CONNECTION_BAD)
+		{
+			while (poll != PGRES_POLLING_OK && poll != PGRES_POLLING_FAILED &&
+				   rg_upstream_wait(conn, poll == PGRES_POLLING_WRITING, deadline))
+				poll = PQconnectPoll(conn);
+			if (poll == PGRES_POLLING_OK)
+				state = rg_upstream_answer(conn, deadline);
+		}
+		if (state == RG_UPSTREAM_UNKNOWN && log_failure)
+			ereport(LOG,
+					(errmsg("replica_gate could not ask the WAL sender at \"%s\" port %d whether it is a standby: %s",
+							host, port,
+							conn == NULL ? "primary_conninfo cannot be parsed" :
+							poll == PGRES_POLLING_OK || poll == PGRES_POLLING_FAILED ?
+							pchomp(PQerrorMessage(conn)) : "timed out"),
+					 errdetail("Its staleness is unknown until the question succeeds.")));
 	}
 	PG_FINALLY();
 	{
-		walrcv_disconnect(conn);
+		PQfinish(conn);
+		ReleaseExternalFD();
 	}
 	PG_END_TRY();
 	return state;
 }
 
-/* Make a cache that still says ASKING for our question UNKNOWN again. */
+/* A question ended by an error or exit: make its key UNKNOWN again. */
 static void
 rg_upstream_abandon(int code, Datum arg)
 {
-	RgUpstream *cache = rg_upstream_cache();
-	RgUpstream *asked = (RgUpstream *) DatumGetPointer(arg);
+	const RgUpstreamKey *key = (const RgUpstreamKey *) DatumGetPointer(arg);
+	TimestampTz retry = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													RG_UPSTREAM_RETRY_MS);
 
-	SpinLockAcquire(&cache->mutex);
-	if (cache->pid == asked->pid && cache->started == asked->started &&
-		cache->state == RG_UPSTREAM_ASKING)
-		cache->state = RG_UPSTREAM_UNKNOWN;
-	SpinLockRelease(&cache->mutex);
+	SpinLockAcquire(&rg_upstream->mutex);
+	if (rg_upstream_same_key(&rg_upstream->key, key) &&
+		rg_upstream->state == RG_UPSTREAM_ASKING)
+	{
+		rg_upstream->state = RG_UPSTREAM_UNKNOWN;
+		rg_upstream->retry_after = retry;
+	}
+	SpinLockRelease(&rg_upstream->mutex);
 }
 
 /*
  * rg_upstream_is_primary
- *		Is the WAL receiver connection of process pid, started at started,
- *		connected to host:port, connected to a primary?  Asks the sender the
- *		first time for each connection; false until it knows.
+ *		Is the sender of WAL receiver connection "key" the primary?  Asks it
+ *		the first time for each key; false until an answer is known, and
+ *		without preload.  When true, *since is when the answer came: the
+ *		sender was a primary then, and stays one, so the messages it sent
+ *		from then on tell how fresh the primary's data is.
  */
 bool
-rg_upstream_is_primary(pid_t pid, pg_time_t started, const char *host, int port)
+rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since)
 {
-	RgUpstream *cache = rg_upstream_cache();
-	RgUpstream	asked;
+	WalRcvData *walrcv = WalRcv;
 	RgUpstreamState state;
 	TimestampTz now = GetCurrentTimestamp();
+	char		host[NI_MAXHOST];
+	int			port;
 	bool		ask;
+	bool		log_failure;
 
-	if (host[0] == '\0')
+	if (rg_upstream == NULL)
 		return false;
 
-	SpinLockAcquire(&cache->mutex);
-	if (cache->pid != pid || cache->started != started)
+	SpinLockAcquire(&rg_upstream->mutex);
+	if (!rg_upstream_same_key(&rg_upstream->key, key))
 	{
-		cache->pid = pid;
-		cache->started = started;
-		cache->state = RG_UPSTREAM_UNKNOWN;
-		cache->retry_after = 0;
+		rg_upstream->key = *key;
+		rg_upstream->state = RG_UPSTREAM_UNKNOWN;
+		rg_upstream->retry_after = 0;
+		rg_upstream->failed_once = false;
 	}
-	state = cache->state;
-	ask = (state == RG_UPSTREAM_UNKNOWN && now >= cache->retry_after);
+	state = rg_upstream->state;
+	*since = rg_upstream->answered_at;
+	log_failure = !rg_upstream->failed_once;
+	ask = (state == RG_UPSTREAM_UNKNOWN && now >= rg_upstream->retry_after);
 	if (ask)
-		cache->state = RG_UPSTREAM_ASKING;
-	SpinLockRelease(&cache->mutex);
+		rg_upstream->state = RG_UPSTREAM_ASKING;
+	SpinLockRelease(&rg_upstream->mutex);
 
 	if (!ask)
 		return state == RG_UPSTREAM_PRIMARY;
 
-	asked.pid = pid;
-	asked.started = started;
-	PG_ENSURE_ERROR_CLEANUP(rg_upstream_abandon, PointerGetDatum(&asked));
-	{
-		state = rg_upstream_ask(host, port);
-	}
-	PG_END_ENSURE_ERROR_CLEANUP(rg_upstream_abandon, PointerGetDatum(&asked));
+	/* where the WAL receiver is connected, if still the same connection */
+	SpinLockAcquire(&walrcv->mutex);
+	strlcpy(host, walrcv->ready_to_display ? walrcv->sender_host : "", sizeof(host));
+	port = walrcv->sender_port;
+	SpinLockRelease(&walrcv->mutex);
 
-	SpinLockAcquire(&cache->mutex);
-	if (cache->pid == pid && cache->started == started)
+	state = RG_UPSTREAM_UNKNOWN;
+	if (host[0] != '\0')
 	{
-		cache->state = state;
-		if (state == RG_UPSTREAM_UNKNOWN)
-			cache->retry_after =
-				TimestampTzPlusMilliseconds(GetCurrentTimestamp(), RG_UPSTREAM_RETRY_MS);
+		PG_ENSURE_ERROR_CLEANUP(rg_upstream_abandon, PointerGetDatum(key));
+		{
+			state = rg_upstream_ask(host, port, log_failure);
+		}
+		PG_END_ENSURE_ERROR_CLEANUP(rg_upstream_abandon, PointerGetDatum(key));
 	}
-	SpinLockRelease(&cache->mutex);
+
+	now = GetCurrentTimestamp();
+	SpinLockAcquire(&rg_upstream->mutex);
+	if (rg_upstream_same_key(&rg_upstream->key, key))
+	{
+		rg_upstream->state = state;
+		rg_upstream->answered_at = now;
+		if (state == RG_UPSTREAM_UNKNOWN)
+		{
+			rg_upstream->retry_after = TimestampTzPlusMilliseconds(now, RG_UPSTREAM_RETRY_MS);
+			rg_upstream->failed_once |= (host[0] != '\0');
+		}
+	}
+	SpinLockRelease(&rg_upstream->mutex);
+	*since = now;
 	return state == RG_UPSTREAM_PRIMARY;
 }

@@ -50,6 +50,16 @@ my ($ret, $out, $err) = $standby->psql('postgres',
 	"\\set VERBOSITY verbose\nSELECT * FROM replica_gate.stats");
 like($err, qr/55000: replica_gate statistics need shared memory/,
 	'the statistics need the library preloaded');
+# Staleness needs to know that the sender is the primary, which only a
+# preloaded library asks (once for the whole server): unknown here.
+$primary->safe_psql('postgres', 'CREATE TABLE fresh (v int)');
+$primary->wait_for_catchup($standby->name, 'replay');
+is($standby->safe_psql('postgres', 'SELECT replica_gate.staleness() IS NULL'),
+	't', 'staleness is unknown on a standby without preload');
+($ret, $out, $err) = $standby->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT replica_gate.require_fresh('1 hour', 100)");
+like($err, qr/RG001: .*\n.*DETAIL:  Its staleness cannot be known without shared_preload_libraries = 'replica_gate'\./,
+	'require_fresh fails closed, and says why');
 ($ret, $out, $err) = $standby->psql('postgres', 'SHOW replica_gate.version');
 like($err, qr/unrecognized configuration parameter "replica_gate.version"/,
 	'a fresh session has no replica_gate.version: the library is not active in it');

@@ -153,6 +153,11 @@ $primary->backup('defaults_base');
 my $defaults = PostgreSQL::Test::Cluster->new('defaults');
 $defaults->init_from_backup($primary, 'defaults_base', has_streaming => 1);
 $defaults->start;
+$primary->wait_for_catchup($defaults->name, 'replay');
+# The first call asks the sender whether it is the primary; only messages
+# it sends after the answer count, so a write follows.
+$defaults->poll_query_until('postgres', 'SELECT streaming FROM replica_gate.status()');
+$defaults->safe_psql('postgres', 'SELECT replica_gate.staleness()');
 $primary->safe_psql('postgres', 'INSERT INTO t VALUES (3)');
 $primary->wait_for_catchup($defaults->name, 'replay');
 my ($lowest, $highest) = (1e9, 0);

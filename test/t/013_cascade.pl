@@ -4,7 +4,8 @@
 # cascading one, which hears only from another standby.  That standby cut
 # off from the primary: the cascading standby never reports itself fresh.
 # The sender is asked once per WAL receiver connection, and asked again
-# when the connection changes.
+# when the connection changes (a reload) or the timeline does (the sender
+# promoted).
 
 use strict;
 use warnings;
@@ -115,14 +116,36 @@ $s1->reload;
 is($cascade->safe_psql('postgres', "SELECT replica_gate.wait_for_lsn('$token', 10000)"),
 	't', 'healed: the write arrives through the middle standby');
 
-# --- a new connection is asked again ------------------------------------------
-# Pointed at the primary itself, the former cascading standby knows its bound.
-$cascade->append_conf('postgresql.conf', "primary_conninfo = '" . $primary->connstr . "'");
-my $asked = questions($primary);
-$cascade->restart;
+# --- a new connection and a new timeline are asked again ---------------------
+# Re-pointed at the other standby by a reload (the WAL receiver restarts;
+# shared memory stays): still a standby, asked once.
+$cascade->append_conf('postgresql.conf', "primary_conninfo = '" . $s2->connstr . "'");
+$cascade->reload;
+ok( $cascade->poll_query_until('postgres',
+		"SELECT sender_port = " . $s2->port . " AND status = 'streaming' FROM pg_stat_wal_receiver"),
+	'reloaded: the cascading standby streams from the other standby');
+my $known = 0;
+for (1 .. 10)
+{
+	sleep 0.1;
+	$known++ if $cascade->safe_psql('postgres', 'SELECT replica_gate.staleness() IS NOT NULL') eq 't';
+}
+is($known, 0, 'streaming from the other standby: staleness unknown in 10 checks over 1 s');
+is(questions($s2), 1, 'the new sender was asked once');
+
+# That standby promoted: the cascading standby follows it onto its new
+# timeline and asks again; its sender is now a primary.
+$s2->promote;
+$s2->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()') or die 'no promotion';
+$s2->safe_psql('postgres', 'CREATE TABLE after_promotion (v int)');
 ok( $cascade->poll_query_until('postgres', "SELECT replica_gate.staleness() < '2s'"),
-	'the same node streaming from the primary: staleness is known again');
-is(questions($primary) - $asked, 1, 'it asked the primary once');
+	'its sender promoted: the former cascading standby knows its staleness');
+is(questions($s2), 2, 'it asked its sender again for the new timeline');
+is( $cascade->safe_psql('postgres',
+		"SELECT replica_gate.require_lsn('"
+		  . $s2->safe_psql('postgres', 'INSERT INTO after_promotion VALUES (1); SELECT replica_gate.last_commit_token()')
+		  . "', 2000); SELECT count(*) FROM after_promotion"),
+	"\n1", 'and gates on the new primary\'s tokens');
 
 $_->stop for ($cascade, $s2, $s1, $primary);
 done_testing();
