@@ -228,8 +228,8 @@ def part_ryw(args):
 # when the wait returned.
 WAITERS = {
     "gate": "SELECT replica_gate.wait_for_lsn($1, 60000), extract(epoch FROM clock_timestamp())",
-    "loop_1ms": "SELECT bench_poll(split_part($1, ':', 2)::pg_lsn, 0.001, 60), extract(epoch FROM clock_timestamp())",
-    "loop_10ms": "SELECT bench_poll(split_part($1, ':', 2)::pg_lsn, 0.01, 60), extract(epoch FROM clock_timestamp())",
+    "loop_1ms": "SELECT bench_poll(regexp_replace($1, '^.*:', '')::pg_lsn, 0.001, 60), extract(epoch FROM clock_timestamp())",
+    "loop_10ms": "SELECT bench_poll(regexp_replace($1, '^.*:', '')::pg_lsn, 0.01, 60), extract(epoch FROM clock_timestamp())",
 }
 
 # For the replay part only: the SET form, which holds no snapshot while it

@@ -33,3 +33,12 @@ SELECT count(*) AS differences FROM (
 
 -- The gates with their new mode argument work after the update.
 SELECT replica_gate.caught_up(pg_current_wal_insert_lsn(), 'flush');
+
+-- DROP EXTENSION leaves the schema the control file names, empty: PostgreSQL
+-- creates it for CREATE EXTENSION but does not make it part of the
+-- extension (README, Installation).  DROP SCHEMA removes it.
+DROP EXTENSION replica_gate;
+SELECT count(*) AS objects_left FROM pg_depend
+ WHERE refobjid = 'replica_gate'::regnamespace;
+DROP SCHEMA replica_gate;
+CREATE EXTENSION replica_gate;

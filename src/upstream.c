@@ -267,9 +267,9 @@ rg_upstream_ask(const char *host, int port, bool log_failure)
 					(errmsg("replica_gate could not ask the WAL sender at \"%s\" port %d whether it is a standby: %s",
 							host, port,
 							conn == NULL ? "primary_conninfo cannot be parsed" :
-							poll == PGRES_POLLING_OK || poll == PGRES_POLLING_FAILED ?
-							pchomp(PQerrorMessage(conn)) : "timed out"),
-					 errdetail("Its staleness is unknown until the question succeeds.")));
+							PQstatus(conn) == CONNECTION_BAD ? pchomp(PQerrorMessage(conn)) :
+							poll != PGRES_POLLING_OK ? "timed out" : "no answer"),
+					 errdetail("Staleness is unknown until the question succeeds; it is retried every second.")));
 	}
 	PG_FINALLY();
 	{

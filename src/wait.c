@@ -68,9 +68,10 @@ rg_effective_timeout(bool isnull, int32 timeout_ms)
 /*
  * rg_check_xact_snapshot
  *		Checks every gate function makes first.  Fail after a SET form that
- *		did not wait (see rg_check_missed_set).  Refuse to gate once a REPEATABLE READ or SERIALIZABLE transaction has
- *		taken its snapshot: that snapshot predates the wait and can never see
- *		the write, so reporting success would be a lie.
+ *		did not wait (see rg_check_missed_set).  Refuse to gate once a
+ *		REPEATABLE READ or SERIALIZABLE transaction has taken its snapshot:
+ *		that snapshot predates the wait and can never see the write, so
+ *		reporting success would be a lie.
  */
 void
 rg_check_xact_snapshot(const char *gate_name)
