@@ -106,21 +106,6 @@
 #endif
 
 /*
- * Connecting through libpqwalreceiver, for a physical replication
- * connection: 16 added must_use_password, 17 the replication flag.
- */
-#if PG_VERSION_NUM >= 170000
-#define RG_WALRCV_CONNECT(conninfo, appname, err) \
-	walrcv_connect((conninfo), true, false, false, (appname), (err))
-#elif PG_VERSION_NUM >= 160000
-#define RG_WALRCV_CONNECT(conninfo, appname, err) \
-	walrcv_connect((conninfo), false, false, (appname), (err))
-#else
-#define RG_WALRCV_CONNECT(conninfo, appname, err) \
-	walrcv_connect((conninfo), false, (appname), (err))
-#endif
-
-/*
  * From 16 on, the startup process broadcasts WalSndCtl->wal_replay_cv after
  * replaying each record whenever AllowCascadeReplication() holds, so the
  * watcher can sleep on it instead of polling.

@@ -68,6 +68,47 @@ rg_target_parse(const char *text, RgTarget *target)
 }
 
 /*
+ * rg_timeline_end
+ *		Where timeline "target_tli" ended in the history of timeline "tli";
+ *		false if it is not in that history.  A timeline's history never
+ *		changes once the timeline exists, so the answer of the last lookup is
+ *		kept: a waiting gate re-checks every 100 ms without re-reading the
+ *		history file.
+ */
+static bool
+rg_timeline_end(TimeLineID target_tli, TimeLineID tli, XLogRecPtr *end)
+{
+	static TimeLineID cached_tli = 0;
+	static TimeLineID cached_target_tli = 0;
+	static bool cached_found = false;
+	static XLogRecPtr cached_end = InvalidXLogRecPtr;
+
+	if (cached_tli != tli || cached_target_tli != target_tli)
+	{
+		List	   *history = readTimeLineHistory(tli);
+		ListCell   *lc;
+
+		cached_found = false;
+		foreach(lc, history)
+		{
+			TimeLineHistoryEntry *entry = (TimeLineHistoryEntry *) lfirst(lc);
+
+			if (entry->tli == target_tli)
+			{
+				cached_found = true;
+				cached_end = entry->end;
+				break;
+			}
+		}
+		list_free_deep(history);
+		cached_tli = tli;
+		cached_target_tli = target_tli;
+	}
+	*end = cached_end;
+	return cached_found;
+}
+
+/*
  * rg_target_reached
  *		Has a server at "position" on timeline "tli" reached "target"?
  *
@@ -83,8 +124,7 @@ bool
 rg_target_reached(const RgTarget *target, XLogRecPtr position,
 				  TimeLineID tli, bool in_recovery)
 {
-	List	   *history;
-	ListCell   *lc;
+	XLogRecPtr	end;
 
 	if (target->tli == 0 || target->tli == tli)
 		return position >= target->lsn;
@@ -101,28 +141,20 @@ rg_target_reached(const RgTarget *target, XLogRecPtr position,
 				 errhint("The token comes from another primary; route the read there.")));
 	}
 
-	history = readTimeLineHistory(tli);
-	foreach(lc, history)
-	{
-		TimeLineHistoryEntry *entry = (TimeLineHistoryEntry *) lfirst(lc);
-
-		if (entry->tli != target->tli)
-			continue;
-		if (target->lsn > entry->end)
-			ereport(ERROR,
-					(errcode(ERRCODE_RG_WRITE_LOST),
-					 errmsg("write of token %s was lost in a failover",
-							rg_token_text(target->tli, target->lsn)),
-					 errdetail("In the history of this server, timeline %u ended at %s, before the write; timeline %u does not contain it.",
-							   target->tli, rg_lsn_text(entry->end), tli),
-					 errhint("Tell the user the write was lost, or redo it; waiting or reading elsewhere will not bring it back.")));
-		return position >= target->lsn;
-	}
-	ereport(ERROR,
-			(errcode(ERRCODE_RG_UNKNOWN_TIMELINE),
-			 errmsg("timeline %u of token %s is not in the history of this server",
-					target->tli, rg_token_text(target->tli, target->lsn)),
-			 errdetail("This server is on timeline %u.", tli),
-			 errhint("The token comes from another cluster, or from a server whose history diverged from this one.")));
-	pg_unreachable();
+	if (!rg_timeline_end(target->tli, tli, &end))
+		ereport(ERROR,
+				(errcode(ERRCODE_RG_UNKNOWN_TIMELINE),
+				 errmsg("timeline %u of token %s is not in the history of this server",
+						target->tli, rg_token_text(target->tli, target->lsn)),
+				 errdetail("This server is on timeline %u.", tli),
+				 errhint("The token comes from another cluster, or from a server whose history diverged from this one.")));
+	if (target->lsn > end)
+		ereport(ERROR,
+				(errcode(ERRCODE_RG_WRITE_LOST),
+				 errmsg("write of token %s was lost in a failover",
+						rg_token_text(target->tli, target->lsn)),
+				 errdetail("In the history of this server, timeline %u ended at %s, before the write; timeline %u does not contain it.",
+						   target->tli, rg_lsn_text(end), tli),
+				 errhint("Tell the user the write was lost, or redo it; waiting or reading elsewhere will not bring it back.")));
+	return position >= target->lsn;
 }
