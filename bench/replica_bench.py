@@ -323,24 +323,47 @@ def start_waiters(args, method, n):
 def standby_cpu_ns(pid):
     """CPU time used so far by the standby postmaster and each child, from
     /proc/PID/schedstat: exact, where utime and stime are sampled on timer
-    ticks and miss or overcharge processes that run in short bursts."""
+    ticks and miss or overcharge processes that run in short bursts.
+    Returns {pid: (ns, kind)}, kind from the process title (cpu_by_kind)."""
     pids = [pid] + subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
                                   text=True).stdout.split()
     ns = {}
     for p in pids:
         try:
             with open(f"/proc/{p}/schedstat") as f:
-                ns[p] = int(f.read().split()[0])
+                used = int(f.read().split()[0])
+            with open(f"/proc/{p}/cmdline") as f:
+                title = f.read().replace("\0", " ")
         except OSError:
-            pass
+            continue
+        ns[p] = (used, process_kind(title))
     return ns
+
+
+def process_kind(title):
+    """startup, walreceiver, watcher (replica_gate's), backend or other."""
+    for kind, key in (("startup", "startup"), ("walreceiver", "walreceiver"),
+                      ("watcher", "replica_gate replay watcher")):
+        if title.startswith("postgres: " + key):
+            return kind
+    return "backend" if "[local]" in title or "(" in title else "other"
+
+
+def cpu_by_kind(a, b):
+    """CPU ms between two standby_cpu_ns samples, by process kind, and "all"."""
+    out = {"all": 0.0}
+    for p in a:
+        if p in b:
+            ms = (b[p][0] - a[p][0]) / 1e6
+            out[a[p][1]] = out.get(a[p][1], 0.0) + ms
+            out["all"] += ms
+    return out
 
 
 def cpu_ms(pid, seconds):
     a = standby_cpu_ns(pid)
     time.sleep(seconds)
-    b = standby_cpu_ns(pid)
-    return sum(b[p] - a[p] for p in a if p in b) / 1e6
+    return cpu_by_kind(a, standby_cpu_ns(pid))["all"]
 
 
 def part_idle(args):
@@ -403,21 +426,26 @@ def part_check(args):
 def replay_round(args, pr, sb, waiters):
     """Write args.replay_commits single-row commits while replay is paused,
     then resume and time the replay, with `waiters` sessions waiting on an
-    LSN past the end.  Returns (seconds, standby CPU ms)."""
+    LSN past the end.  Every round starts alike: an empty table (new pages
+    take no full-page images), checkpoints on both servers just done (none
+    due during the round).  Returns (seconds, WAL bytes replayed, standby CPU
+    ms by process kind)."""
+    pr.execute("TRUNCATE replay_log")
+    pr.execute("CHECKPOINT")
+    wait_replayed(pr, sb)
+    sb.execute("CHECKPOINT")
     sb.execute("SELECT pg_wal_replay_pause()")
     while not one(sb, "SELECT pg_is_wal_replay_paused()"):
         time.sleep(0.01)
-    with tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False) as f:
-        f.write("INSERT INTO replay_log VALUES (1);\n")
-    subprocess.run(["pgbench", "-n", "-c", "2", "-j", "2", "-t", str(args.replay_commits // 2),
-                    "-f", f.name, args.primary], capture_output=True, check=True)
-    os.unlink(f.name)
+    pr.execute("CALL replay_commits(%s)", (args.replay_commits,))
     target = one(pr, "SELECT pg_current_wal_insert_lsn()")
     while not one(sb, "SELECT pg_last_wal_receive_lsn() >= %s", (target,)):
         time.sleep(0.01)
     ts, started = start_waiters(args, args.replay_method, waiters) if waiters else ([], 0)
     if started != waiters:
         raise SystemExit(f"only {started} of {waiters} waiters started")
+    start = one(sb, "SELECT pg_last_wal_replay_lsn()")
+    wal = one(sb, "SELECT pg_wal_lsn_diff(%s, %s)::bigint", (target, start))
     cpu0 = standby_cpu_ns(args.standby_pid)
     t0 = time.monotonic()
     sb.execute("SELECT pg_wal_replay_resume()")
@@ -429,7 +457,7 @@ def replay_round(args, pr, sb, waiters):
                "WHERE application_name = 'bench_waiter'")
     for t in ts:
         t.join()
-    return seconds, sum(cpu1[p] - cpu0[p] for p in cpu0 if p in cpu1) / 1e6
+    return seconds, wal, cpu_by_kind(cpu0, cpu1)
 
 
 def part_replay(args):
@@ -442,21 +470,41 @@ def part_replay(args):
         # waiters' snapshots and measure recovery conflicts, not replay)
         pr.execute("CREATE TABLE IF NOT EXISTS replay_log (v int) "
                    "WITH (autovacuum_enabled = off)")
+        # one commit per row, written without a round trip each: fast
+        # enough for many rounds (pgbench would take a minute a round)
+        pr.execute("CREATE OR REPLACE PROCEDURE replay_commits(n int) LANGUAGE plpgsql "
+                   "AS $$ BEGIN FOR i IN 1..n LOOP INSERT INTO replay_log VALUES (1); "
+                   "COMMIT; END LOOP; END $$")
         wait_replayed(pr, sb)
         rows = []
         for r in range(args.replay_rounds):
             for w in ((0, n) if r % 2 == 0 else (n, 0)):
-                seconds, cpu = replay_round(args, pr, sb, w)
+                seconds, wal, cpu = replay_round(args, pr, sb, w)
                 rows.append({"round": r + 1, "waiters": w, "replay_s": round(seconds, 3),
-                             "standby_cpu_ms": round(cpu)})
-                print(f"  round {r + 1}, {w} waiters: {seconds:.3f} s, standby CPU {cpu:.0f} ms")
-    alone = statistics.median(x["replay_s"] for x in rows if x["waiters"] == 0)
-    busy = statistics.median(x["replay_s"] for x in rows if x["waiters"] == n)
-    cpu_alone = statistics.median(x["standby_cpu_ms"] for x in rows if x["waiters"] == 0)
-    cpu_busy = statistics.median(x["standby_cpu_ms"] for x in rows if x["waiters"] == n)
+                             "wal_mb": round(wal / 1e6, 1),
+                             "standby_cpu_ms": round(cpu["all"]),
+                             **{f"{k}_ms": round(cpu.get(k, 0.0)) for k in
+                                ("startup", "watcher", "backend", "walreceiver", "other")}})
+                print(f"  round {r + 1}, {w} waiters: {seconds:.3f} s, standby CPU "
+                      f"{cpu['all']:.0f} ms", flush=True)
+    # each round replays alone and with waiters back to back: the ratio
+    # within a round cancels the machine's drift between rounds
+    by_round = {}
+    for x in rows:
+        by_round.setdefault(x["round"], {})[x["waiters"]] = x
+    speed = sorted(r[0]["replay_s"] / r[n]["replay_s"] for r in by_round.values())
+    cpu = sorted(r[n]["standby_cpu_ms"] / r[0]["standby_cpu_ms"] for r in by_round.values())
+    watcher = sum(x["watcher_ms"] for x in rows if x["waiters"] == n)
+    startup = sum(x["startup_ms"] for x in rows if x["waiters"] == n)
     print_table(rows)
-    print(f"median replay time: {alone:.3f} s alone, {busy:.3f} s with {n} waiters; "
-          f"speed ratio {alone / busy:.2f}; standby CPU during replay {cpu_busy / cpu_alone:.2f}x")
+    fastest = (min(x["replay_s"] for x in rows if x["waiters"] == 0) /
+               min(x["replay_s"] for x in rows if x["waiters"] == n))
+    print(f"replay speed with {n} waiters / alone, per round: median "
+          f"{statistics.median(speed):.2f} (from {speed[0]:.2f} to {speed[-1]:.2f}); "
+          f"fastest replays: {fastest:.2f}")
+    print(f"standby CPU during replay with {n} waiters / alone, per round: median "
+          f"{statistics.median(cpu):.2f}x; the watcher's CPU: "
+          f"{100 * watcher / startup:.1f} % of the startup process's")
     write_csv(args, "replay.csv", rows)
 
 
@@ -490,9 +538,9 @@ def main():
     ap.add_argument("--idle-seconds", type=int, default=10)
     ap.add_argument("--check-rounds", type=int, default=3)
     ap.add_argument("--check-seconds", type=int, default=5)
-    ap.add_argument("--replay-commits", type=int, default=300000)
+    ap.add_argument("--replay-commits", type=int, default=1500000)
     ap.add_argument("--replay-waiters", type=int, default=100)
-    ap.add_argument("--replay-rounds", type=int, default=7)
+    ap.add_argument("--replay-rounds", type=int, default=11)
     ap.add_argument("--replay-method", default="gate",
                     help="how the waiters wait: gate, set_gate, or core_wait (WAIT FOR LSN, 19+)")
     args = ap.parse_args()

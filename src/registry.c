@@ -117,6 +117,7 @@ rg_registry_link(XLogRecPtr target, RgWaitMode mode)
 	RgSlot	   *slot = rg_my_slot();
 	Latch	   *watcher;
 	uint32		before;
+	bool		nearest;
 
 	if (slot == NULL)
 		return false;
@@ -133,12 +134,17 @@ rg_registry_link(XLogRecPtr target, RgWaitMode mode)
 	slot->mode = mode;
 	pg_atomic_write_u32(&slot->linked, 1);
 	before = pg_atomic_fetch_add_u32(&rg_shared->nwaiters, 1);
-	if (target < pg_atomic_read_u64(&rg_shared->min_target[mode]))
+	nearest = target < pg_atomic_read_u64(&rg_shared->min_target[mode]);
+	if (nearest)
 		pg_atomic_write_u64(&rg_shared->min_target[mode], target);
 	LWLockRelease(rg_shared->lock);
 
-	/* The watcher sleeps without a timeout while nobody waits. */
-	if (before == 0)
+	/*
+	 * The watcher sleeps without a timeout while nobody waits, and polls
+	 * less often while every target is far (rg_worker_poll): a new nearest
+	 * target must not wait for either sleep to end.
+	 */
+	if (before == 0 || nearest)
 		SetLatch(watcher);
 	return true;
 }
@@ -154,6 +160,29 @@ rg_registry_is_linked(void)
 	RgSlot	   *slot = rg_my_slot();
 
 	return slot != NULL && pg_atomic_read_u32(&slot->linked) != 0;
+}
+
+/*
+ * rg_registry_raise_min
+ *		Recompute the lower bound of "mode"'s linked targets after the lowest
+ *		one left without being woken (a timeout, a cancel, an error): a bound
+ *		left too low would keep the watcher polling as if it were near.
+ *		Called with the lock held exclusively.
+ */
+static void
+rg_registry_raise_min(RgWaitMode mode)
+{
+	XLogRecPtr	min = PG_UINT64_MAX;
+
+	for (int i = 0; i < rg_shared->nslots; i++)
+	{
+		RgSlot	   *slot = &rg_shared->slots[i];
+
+		if (pg_atomic_read_u32(&slot->linked) != 0 && slot->mode == mode &&
+			slot->target < min)
+			min = slot->target;
+	}
+	pg_atomic_write_u64(&rg_shared->min_target[mode], min);
 }
 
 /*
@@ -174,7 +203,8 @@ rg_registry_unlink(void)
 	{
 		pg_atomic_write_u32(&slot->linked, 0);
 		pg_atomic_fetch_sub_u32(&rg_shared->nwaiters, 1);
-		/* min_target may now be too low; the next scan recomputes it. */
+		if (slot->target <= pg_atomic_read_u64(&rg_shared->min_target[slot->mode]))
+			rg_registry_raise_min(slot->mode);
 	}
 	LWLockRelease(rg_shared->lock);
 }
@@ -186,6 +216,19 @@ rg_registry_waiters(void)
 	if (rg_shared == NULL)
 		return 0;
 	return (int) pg_atomic_read_u32(&rg_shared->nwaiters);
+}
+
+/*
+ * rg_registry_nearest
+ *		Lower bounds of the linked targets, by mode (PG_UINT64_MAX where
+ *		nobody waits in that mode).  A bound can be too low, never too high.
+ */
+void
+rg_registry_nearest(XLogRecPtr *targets)
+{
+	for (int m = 0; m < RG_NMODES; m++)
+		targets[m] = rg_shared == NULL ? PG_UINT64_MAX :
+			pg_atomic_read_u64(&rg_shared->min_target[m]);
 }
 
 /*

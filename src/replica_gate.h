@@ -61,6 +61,7 @@ extern bool rg_registry_link(XLogRecPtr target, RgWaitMode mode);
 extern bool rg_registry_is_linked(void);
 extern void rg_registry_unlink(void);
 extern int	rg_registry_waiters(void);
+extern void rg_registry_nearest(XLogRecPtr *targets);
 extern bool rg_registry_attach_watcher(void);
 extern void rg_registry_detach_watcher(void);
 extern int	rg_registry_wake(const XLogRecPtr *positions, bool wake_all);

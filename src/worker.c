@@ -9,10 +9,15 @@
  * broadcasts after every replayed record (when hot_standby is on and
  * max_wal_senders > 0), while replay stands still, and polls while records
  * stream (see rg_worker_sleep).  Elsewhere nothing signals replay to an
- * extension, so it polls the replay position every replica_gate.poll_interval
- * -- except while a walreceiver streams and every WAL byte it wrote has been
- * replayed: then nothing can be replayed before the walreceiver writes more,
- * and the watcher sleeps until it does (see arrival.c).
+ * extension, so it polls the replay position -- except while a walreceiver
+ * streams and every WAL byte it wrote has been replayed: then nothing can be
+ * replayed before the walreceiver writes more, and the watcher sleeps until
+ * it does (see arrival.c).
+ *
+ * Polling looks every replica_gate.poll_interval while a target is near, and
+ * less often while every target is further than replay could get in that
+ * time, up to every RG_FAR_POLL_MS (see rg_worker_poll_ms): looking every
+ * poll_interval all through a long replay slows it (bench/README.md).
  *
  * When recovery ends it wakes everyone, so that waiters can tell whether
  * their target was replayed before the promotion, and exits for good: on a
@@ -72,6 +77,21 @@
  * replay last moved, before it may sleep until WAL arrives.
  */
 #define RG_PENDING_LINGER_MS		100
+
+/*
+ * How fast WAL is assumed to be replayed (or written, or flushed) at most,
+ * in bytes per millisecond: 4 GB/s, many times what replay of full-page
+ * images reaches.  While polling, the watcher need not look again before
+ * the nearest target could be reached at this rate (rg_worker_poll_ms).
+ */
+#define RG_WAL_RATE_BOUND			(4.0 * 1024 * 1024)
+
+/*
+ * The longest such polling sleep.  It also bounds how late a waiter is
+ * woken when replay does leap further: a WAL segment switch record ends at
+ * the start of the next segment.
+ */
+#define RG_FAR_POLL_MS				10
 
 PGDLLEXPORT void rg_worker_main(Datum main_arg);
 
@@ -189,16 +209,51 @@ rg_worker_track_arrival(void)
 }
 
 /*
+ * rg_worker_poll_ms
+ *		How long a polling sleep may last: until the nearest target of any
+ *		mode could be reached at RG_WAL_RATE_BOUND, within poll_interval and
+ *		RG_FAR_POLL_MS.  A long wait on a far LSN (which any role can start)
+ *		then costs a look every RG_FAR_POLL_MS while replay runs, not one
+ *		every poll_interval.
+ */
+static double
+rg_worker_poll_ms(const XLogRecPtr *positions)
+{
+	XLogRecPtr	nearest[RG_NMODES];
+	double		ms = RG_FAR_POLL_MS;
+
+	rg_registry_nearest(nearest);
+	for (int m = 0; m < RG_NMODES; m++)
+	{
+		double		distance = nearest[m] > positions[m] ?
+			(double) (nearest[m] - positions[m]) : 0.0;
+
+		ms = Min(ms, distance / RG_WAL_RATE_BOUND);
+	}
+	return Max(ms, rg_poll_interval);
+}
+
+/*
  * rg_worker_poll
- *		One polling sleep of poll_interval.  A plain sleep, because latch
- *		waits cannot be shorter than 1 ms; signals end it early, and the
- *		main loop handles them and the latch.
+ *		One polling sleep (rg_worker_poll_ms).  Below a millisecond a plain
+ *		sleep, because latch waits cannot be shorter; signals end it early,
+ *		and the main loop handles them and the latch.  Longer sleeps wait on
+ *		the latch, which a waiter with a new nearest target sets.
  */
 static void
-rg_worker_poll(uint32 event)
+rg_worker_poll(uint32 event, const XLogRecPtr *positions)
 {
+	double		ms = rg_worker_poll_ms(positions);
+
+	if (ms >= 1.0)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 (long) ms, event);
+		ResetLatch(MyLatch);
+		return;
+	}
 	pgstat_report_wait_start(event);
-	pg_usleep((long) (rg_poll_interval * 1000.0));
+	pg_usleep((long) (ms * 1000.0));
 	pgstat_report_wait_end();
 	if (!PostmasterIsAlive())
 		proc_exit(1);
@@ -217,9 +272,10 @@ rg_worker_poll(uint32 event)
  * poll, and go back to it once replay has stood still for one poll.
  */
 static void
-rg_worker_sleep(XLogRecPtr replayed)
+rg_worker_sleep(const XLogRecPtr *positions)
 {
 	uint32		event = RG_WAIT_EVENT(rg_watch_event, "ReplicaGateWatchReplay");
+	XLogRecPtr	replayed = positions[RG_MODE_REPLAY];
 
 	if (rg_worker_uses_replay_cv())
 	{
@@ -230,7 +286,7 @@ rg_worker_sleep(XLogRecPtr replayed)
 		if (moving)
 		{
 			ConditionVariableCancelSleep();
-			rg_worker_poll(event);
+			rg_worker_poll(event, positions);
 			return;
 		}
 
@@ -247,7 +303,7 @@ rg_worker_sleep(XLogRecPtr replayed)
 	}
 	if (rg_worker_wal_pending(replayed))
 	{
-		rg_worker_poll(event);
+		rg_worker_poll(event, positions);
 		return;
 	}
 	(void) WaitLatchOrSocket(MyLatch,
@@ -321,7 +377,7 @@ rg_worker_main(Datum main_arg)
 		for (int m = 0; m < RG_NMODES; m++)
 			positions[m] = rg_standby_position((RgWaitMode) m, NULL);
 		(void) rg_registry_wake(positions, false);
-		rg_worker_sleep(positions[RG_MODE_REPLAY]);
+		rg_worker_sleep(positions);
 	}
 }
 

@@ -19,7 +19,7 @@ use Time::HiRes qw(gettimeofday tv_interval);
 
 our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
-  rg_probe_time rg_woke_at rg_median RG_WAKE_BOUND_MS);
+  rg_probe_time rg_woke_at rg_median rg_watcher_runs RG_WAKE_BOUND_MS);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -143,6 +143,26 @@ sub rg_next_lsn
 	  $primary->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn()');
 	my $lsn = hex($hi) * 2**32 + hex($lo) + 1;
 	return sprintf('%X/%X', int($lsn / 2**32), $lsn % 2**32);
+}
+
+# rg_watcher_runs($node, $seconds)
+#	How many times the replay watcher of $node was scheduled to run during
+#	$seconds (from /proc/PID/schedstat, Linux only): tells polling every
+#	0.5 ms (about 2,000 runs a second) from polling every 10 ms or sleeping.
+sub rg_watcher_runs
+{
+	my ($node, $seconds) = @_;
+	my $pid = $node->safe_psql('postgres',
+		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'replica_gate replay watcher'");
+	my $runs = sub {
+		open(my $f, '<', "/proc/$pid/schedstat") or die "schedstat: $!";
+		my @fields = split ' ', <$f>;
+		close $f;
+		return $fields[2];
+	};
+	my $before = $runs->();
+	sleep $seconds;
+	return $runs->() - $before;
 }
 
 # rg_pid_of($node, $appname)
