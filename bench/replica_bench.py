@@ -233,10 +233,12 @@ WAITERS = {
 }
 
 # For the replay part only: the SET form, which holds no snapshot while it
-# waits, and core's own command (PostgreSQL 19+).
+# waits, a token (whose wait re-checks the timeline every 100 ms), and
+# core's own command (PostgreSQL 19+).
 REPLAY_ONLY_WAITERS = {
     "set_gate": "SET replica_gate.default_timeout = 60000; SET replica_gate.require_lsn = $1",
     "core_wait": "WAIT FOR LSN $1 WITH (TIMEOUT 60000)",
+    "token": "SELECT replica_gate.wait_for_lsn('1:' || $1, 60000)",
 }
 
 
@@ -542,7 +544,8 @@ def main():
     ap.add_argument("--replay-waiters", type=int, default=100)
     ap.add_argument("--replay-rounds", type=int, default=11)
     ap.add_argument("--replay-method", default="gate",
-                    help="how the waiters wait: gate, set_gate, or core_wait (WAIT FOR LSN, 19+)")
+                    help="how the waiters wait: gate, token (a token of timeline 1), set_gate, "
+                         "or core_wait (WAIT FOR LSN, 19+)")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     parts = {"ryw": part_ryw, "wake": part_wake, "idle": part_idle, "check": part_check,
