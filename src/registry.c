@@ -46,6 +46,7 @@ typedef struct RgShared
 	Latch	   *watcher_latch;	/* the replay watcher's latch, or NULL */
 	pg_atomic_uint32 nwaiters;	/* number of linked slots */
 	pg_atomic_uint64 min_target[RG_NMODES]; /* lower bound of linked targets */
+	pg_atomic_uint32 min_stale;	/* 1: a lowest target left unwoken */
 	int			nslots;
 	RgSlot		slots[FLEXIBLE_ARRAY_MEMBER];
 } RgShared;
@@ -84,6 +85,7 @@ rg_registry_shmem_init(void)
 	pg_atomic_init_u32(&rg_shared->nwaiters, 0);
 	for (int m = 0; m < RG_NMODES; m++)
 		pg_atomic_init_u64(&rg_shared->min_target[m], PG_UINT64_MAX);
+	pg_atomic_init_u32(&rg_shared->min_stale, 0);
 	rg_shared->nslots = RG_MAX_BACKENDS();
 	for (int i = 0; i < rg_shared->nslots; i++)
 	{
@@ -141,8 +143,11 @@ rg_registry_link(XLogRecPtr target, RgWaitMode mode)
 
 	/*
 	 * The watcher sleeps without a timeout while nobody waits, and polls
-	 * less often while every target is far (rg_worker_poll): a new nearest
-	 * target must not wait for either sleep to end.
+	 * less often while every target of a mode is far (rg_worker_poll): a
+	 * new lowest target of its mode must not wait for either sleep to end.
+	 * (On 16 to 18 its sleep on the replay condition variable, while replay
+	 * stands still, ignores the latch: a replayed record, or its 100 ms
+	 * re-check, ends that one.)
 	 */
 	if (before == 0 || nearest)
 		SetLatch(watcher);
@@ -163,29 +168,6 @@ rg_registry_is_linked(void)
 }
 
 /*
- * rg_registry_raise_min
- *		Recompute the lower bound of "mode"'s linked targets after the lowest
- *		one left without being woken (a timeout, a cancel, an error): a bound
- *		left too low would keep the watcher polling as if it were near.
- *		Called with the lock held exclusively.
- */
-static void
-rg_registry_raise_min(RgWaitMode mode)
-{
-	XLogRecPtr	min = PG_UINT64_MAX;
-
-	for (int i = 0; i < rg_shared->nslots; i++)
-	{
-		RgSlot	   *slot = &rg_shared->slots[i];
-
-		if (pg_atomic_read_u32(&slot->linked) != 0 && slot->mode == mode &&
-			slot->target < min)
-			min = slot->target;
-	}
-	pg_atomic_write_u64(&rg_shared->min_target[mode], min);
-}
-
-/*
  * rg_registry_unlink
  *		Leave the registry if the waker has not already taken us out.  Safe to
  *		call at any time, also from error and exit cleanup.
@@ -203,8 +185,10 @@ rg_registry_unlink(void)
 	{
 		pg_atomic_write_u32(&slot->linked, 0);
 		pg_atomic_fetch_sub_u32(&rg_shared->nwaiters, 1);
-		if (slot->target <= pg_atomic_read_u64(&rg_shared->min_target[slot->mode]))
-			rg_registry_raise_min(slot->mode);
+		/* the bound may now be too low: rg_registry_nearest() raises it */
+		if (slot->target ==
+			pg_atomic_read_u64(&rg_shared->min_target[slot->mode]))
+			pg_atomic_write_u32(&rg_shared->min_stale, 1);
 	}
 	LWLockRelease(rg_shared->lock);
 }
@@ -221,11 +205,39 @@ rg_registry_waiters(void)
 /*
  * rg_registry_nearest
  *		Lower bounds of the linked targets, by mode (PG_UINT64_MAX where
- *		nobody waits in that mode).  A bound can be too low, never too high.
+ *		nobody waits in that mode), for the watcher.  After the lowest
+ *		target of a mode left without being woken (a timeout, a cancel, an
+ *		error), recompute the bounds first: one left too low would keep the
+ *		watcher polling as if a target were near.
+ *
+ * A waiter that links a lower target right after we read the bound sets
+ * the watcher's latch after writing it; the watcher resets its latch
+ * before it reads the bounds again, so it does not sleep on the old one.
  */
 void
 rg_registry_nearest(XLogRecPtr *targets)
 {
+	if (rg_shared != NULL && pg_atomic_read_u32(&rg_shared->min_stale) != 0)
+	{
+		XLogRecPtr	min[RG_NMODES];
+
+		for (int m = 0; m < RG_NMODES; m++)
+			min[m] = PG_UINT64_MAX;
+		LWLockAcquire(rg_shared->lock, LW_EXCLUSIVE);
+		pg_atomic_write_u32(&rg_shared->min_stale, 0);
+		for (int i = 0; i < rg_shared->nslots; i++)
+		{
+			RgSlot	   *slot = &rg_shared->slots[i];
+
+			if (pg_atomic_read_u32(&slot->linked) != 0 &&
+				slot->target < min[slot->mode])
+				min[slot->mode] = slot->target;
+		}
+		for (int m = 0; m < RG_NMODES; m++)
+			pg_atomic_write_u64(&rg_shared->min_target[m], min[m]);
+		LWLockRelease(rg_shared->lock);
+	}
+
 	for (int m = 0; m < RG_NMODES; m++)
 		targets[m] = rg_shared == NULL ? PG_UINT64_MAX :
 			pg_atomic_read_u64(&rg_shared->min_target[m]);

@@ -87,9 +87,10 @@
 #define RG_WAL_RATE_BOUND			(4.0 * 1024 * 1024)
 
 /*
- * The longest such polling sleep.  It also bounds how late a waiter is
- * woken when replay does leap further: a WAL segment switch record ends at
- * the start of the next segment.
+ * The longest such polling sleep (unless poll_interval is longer).  It also
+ * bounds how late a waiter is woken when replay does leap further (a WAL
+ * segment switch record ends at the start of the next segment), and how
+ * late the watcher notices that recovery ended while every target is far.
  */
 #define RG_FAR_POLL_MS				10
 
@@ -237,8 +238,9 @@ rg_worker_poll_ms(const XLogRecPtr *positions)
  * rg_worker_poll
  *		One polling sleep (rg_worker_poll_ms).  Below a millisecond a plain
  *		sleep, because latch waits cannot be shorter; signals end it early,
- *		and the main loop handles them and the latch.  Longer sleeps wait on
- *		the latch, which a waiter with a new nearest target sets.
+ *		and the main loop handles them (a latch set meanwhile ends the next
+ *		latch wait at once).  Longer sleeps wait on the latch, which a
+ *		waiter with a new lowest target of its mode sets.
  */
 static void
 rg_worker_poll(uint32 event, const XLogRecPtr *positions)
@@ -247,7 +249,8 @@ rg_worker_poll(uint32 event, const XLogRecPtr *positions)
 
 	if (ms >= 1.0)
 	{
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 (long) ms, event);
 		ResetLatch(MyLatch);
 		return;

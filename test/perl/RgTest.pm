@@ -133,15 +133,15 @@ sub rg_archive_standby
 	return $archive;
 }
 
-# rg_next_lsn($primary)
-#	The LSN one byte past the primary's WAL insert position: the next WAL
-#	record written passes it.
+# rg_next_lsn($primary, $ahead)
+#	The LSN one byte (or $ahead bytes) past the primary's WAL insert
+#	position: the next WAL record written passes it.
 sub rg_next_lsn
 {
-	my ($primary) = @_;
+	my ($primary, $ahead) = @_;
 	my ($hi, $lo) = split m{/},
 	  $primary->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn()');
-	my $lsn = hex($hi) * 2**32 + hex($lo) + 1;
+	my $lsn = hex($hi) * 2**32 + hex($lo) + ($ahead // 1);
 	return sprintf('%X/%X', int($lsn / 2**32), $lsn % 2**32);
 }
 

@@ -36,8 +36,11 @@ sub start_writer
 		'writer');
 }
 
+# 100 GB past the primary's WAL: far, and (unlike FFFFFFFF/FFFFFFFF, the
+# registry's "nobody waits" bound) a bound of its own.
+my $far_lsn = rg_next_lsn($primary, 100 * 2**30);
 my $far = rg_bg_start($standby,
-	"SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 60000)", 'far');
+	"SELECT replica_gate.wait_for_lsn('$far_lsn', 60000)", 'far');
 rg_pid_of($standby, 'far');
 
 # Replay moves throughout: the far waiter keeps the watcher polling, but
