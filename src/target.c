@@ -87,20 +87,25 @@ rg_timeline_end(TimeLineID target_tli, TimeLineID tli, XLogRecPtr *end)
 	{
 		List	   *history = readTimeLineHistory(tli);
 		ListCell   *lc;
+		bool		found = false;
+		XLogRecPtr	found_end = InvalidXLogRecPtr;
 
-		cached_found = false;
 		foreach(lc, history)
 		{
 			TimeLineHistoryEntry *entry = (TimeLineHistoryEntry *) lfirst(lc);
 
 			if (entry->tli == target_tli)
 			{
-				cached_found = true;
-				cached_end = entry->end;
+				found = true;
+				found_end = entry->end;
 				break;
 			}
 		}
 		list_free_deep(history);
+
+		/* only now: an error above must not leave a half-updated cache */
+		cached_found = found;
+		cached_end = found_end;
 		cached_tli = tli;
 		cached_target_tli = target_tli;
 	}
