@@ -10,6 +10,7 @@ OBJS = \
 	src/arrival.o \
 	src/gate.o \
 	src/registry.o \
+	src/replay_guard.o \
 	src/replica_gate.o \
 	src/set_gate.o \
 	src/shmem.o \

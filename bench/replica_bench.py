@@ -122,9 +122,10 @@ def route(policy, s, user, state):
         if one(s.standby, "SELECT replica_gate.caught_up(%s)", (token,)):
             return s.read_standby(user)
         return s.read_primary(user)
-    # wait_<budget ms>: the function form, one round trip; it holds a
-    # snapshot while it waits.  set_<budget ms>: the SET form, one round
-    # trip, no snapshot during the wait.
+    # wait_<budget ms>: the function form and the read in one query string
+    # (one round trip).  fn_<budget ms>: the function form as a statement of
+    # its own, then the read (two round trips).  set_<budget ms>: the SET
+    # form and the read in one query string.
     form, budget = policy.split("_")
     if form == "set" and token is None:
         return s.read_standby(user)              # nothing written yet
@@ -132,6 +133,9 @@ def route(policy, s, user, state):
         if form == "wait":
             s.gate.execute("SELECT replica_gate.require_lsn(%s, %s); "
                            "SELECT v FROM profile WHERE id = %s", (token, int(budget), user))
+        elif form == "fn":
+            s.gate.execute("SELECT replica_gate.require_lsn(%s, %s)", (token, int(budget)))
+            s.gate.execute("SELECT v FROM profile WHERE id = %s", (user,))
         else:
             s.gate.execute(f"SET replica_gate.default_timeout = {int(budget)}; "
                            "SET replica_gate.require_lsn = %s; "
@@ -187,13 +191,18 @@ def run_policy(args, policy, ops):
         p.execute("UPDATE profile SET v = 0")
         with connect(args.standby) as sb:
             wait_replayed(p, sb)
+            gave_way0 = gave_way(sb)
     ts = [threading.Thread(target=worker, args=(k,)) for k in range(threads)]
+    sampler = ReplaySampler(args.standby)
     for t in ts:
         t.start()
     for t in ts:
         t.join()
+    held_pct = sampler.stop()
     if errors:
         raise SystemExit("\n".join(errors))
+    with connect(args.standby) as sb:
+        gave = gave_way(sb) - gave_way0 if gave_way0 is not None else ""
     flat = [r for part in results for r in part]
     lat = [r[0] for r in flat]
     return {
@@ -205,17 +214,58 @@ def run_policy(args, policy, ops):
         "p50_ms": round(pct(lat, 0.50), 2),
         "p99_ms": round(pct(lat, 0.99), 2),
         "canceled": sum(canceled),
+        "gave_way": gave,
+        "replay_held_pct": held_pct,
     }
+
+
+def gave_way(standby):
+    """The standby's count of gates that gave way to replay (None before
+    0.3.0, which did not count them)."""
+    if not one(standby, "SELECT count(*) FROM pg_attribute WHERE attrelid = "
+                        "'replica_gate.stats'::regclass AND attname = 'gave_way'"):
+        return None
+    return one(standby, "SELECT gave_way FROM replica_gate.stats")
+
+
+class ReplaySampler:
+    """Samples the standby's startup process every 10 ms: the share of
+    samples in which replay waited on a recovery conflict (snapshot,
+    tablespace, lock or buffer pin), i.e. was held back by a reader."""
+
+    SQL = ("SELECT coalesce(wait_event LIKE 'RecoveryConflict%' OR wait_event_type = 'Lock' "
+           "OR wait_event IN ('BufferPin', 'BufferCleanup'), false) "
+           "FROM pg_stat_activity WHERE backend_type = 'startup'")
+
+    def __init__(self, dsn):
+        self.conn = connect(dsn)
+        self.samples = []
+        self.done = threading.Event()
+        self.thread = threading.Thread(target=self.run)
+        self.thread.start()
+
+    def run(self):
+        while not self.done.is_set():
+            # each sample is its own statement: no snapshot stays held
+            self.samples.append(one(self.conn, self.SQL))
+            time.sleep(0.01)
+
+    def stop(self):
+        self.done.set()
+        self.thread.join()
+        self.conn.close()
+        return round(100.0 * sum(self.samples) / max(1, len(self.samples)), 1)
 
 
 def part_ryw(args):
     print(f"\n== 1. read-your-writes: {args.users} users, {args.ops} ops, apply delay "
           f"{args.delay}, {args.threads} threads, think {args.think_ms} ms, seed {args.seed}")
     set_delay(args, args.delay)
-    ops = make_ops(args.seed, args.users, args.ops, 0.35, 0.6)
-    policies = ["naive", "pin_2s", "check"] + \
-        [f"wait_{b}" for b in args.budgets] + \
-        [f"set_{b}" for b in args.budgets if b > 0] + ["primary"]
+    ops = make_ops(args.seed, args.users, args.ops, args.p_write, 0.6)
+    policies = args.policies or (["naive", "pin_2s", "check"] +
+                                 [f"wait_{b}" for b in args.budgets] +
+                                 [f"fn_{b}" for b in args.budgets if b > 0] +
+                                 [f"set_{b}" for b in args.budgets if b > 0] + ["primary"])
     rows = [run_policy(args, p, ops) for p in policies]
     print_table(rows)
     write_csv(args, "ryw.csv", rows)
@@ -224,10 +274,11 @@ def part_ryw(args):
 
 # --- 2. wake latency -----------------------------------------------------------
 
-# Waiting queries: $1 is the token; the second column is the server's clock
-# when the wait returned.
+# Waiting queries: $1 is the token; the last column is the server's clock
+# when the wait returned.  The gate is a statement of its own: it waits
+# without a snapshot, on its latch (README, "Which form to use").
 WAITERS = {
-    "gate": "SELECT replica_gate.wait_for_lsn($1, 60000), extract(epoch FROM clock_timestamp())",
+    "gate": "SELECT replica_gate.wait_for_lsn($1, 60000); SELECT extract(epoch FROM clock_timestamp())",
     "loop_1ms": "SELECT bench_poll(regexp_replace($1, '^.*:', '')::pg_lsn, 0.001, 60), extract(epoch FROM clock_timestamp())",
     "loop_10ms": "SELECT bench_poll(regexp_replace($1, '^.*:', '')::pg_lsn, 0.01, 60), extract(epoch FROM clock_timestamp())",
 }
@@ -526,6 +577,11 @@ def main():
     ap.add_argument("--delay", default="250ms")
     ap.add_argument("--budgets", type=lambda s: [int(x) for x in s.split(",")],
                     default=[0, 100, 250, 500])
+    ap.add_argument("--policies", type=lambda s: s.split(","), default=None,
+                    help="read-your-writes routers to run, e.g. wait_600,fn_600,set_600 "
+                         "(default: all, with --budgets)")
+    ap.add_argument("--p-write", type=float, default=0.35,
+                    help="share of operations that are writes")
     ap.add_argument("--wake-n", type=lambda s: [int(x) for x in s.split(",")],
                     default=[1, 50, 200])
     ap.add_argument("--wake-rounds", type=int, default=5)

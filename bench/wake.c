@@ -3,15 +3,15 @@
  *		Wake-up latency of N sessions waiting on a standby for one commit.
  *
  * Per round: pause replay on the standby, commit a write on the primary and
- * take its token, start N standby sessions on the waiting query (token as
- * $1), wait until all N are running, let them sleep SLEEP_MS, then resume
- * replay.  Each waiting query returns the server's clock_timestamp() after
- * its wait as its second column, so latency is measured on the server clock
- * from the resume to each waiter's return, however fast this client reads
- * the results.  One single-threaded client drives every session with
- * non-blocking libpq, so it adds little CPU load of its own.  Sessions run
- * the query once on an already replayed target first, so that the rounds
- * measure warm sessions, as a connection pool would have.
+ * take its token, start N standby sessions on the waiting query (token in
+ * place of $1), wait until all N are running, let them sleep SLEEP_MS, then
+ * resume replay.  Each waiting query returns the server's clock_timestamp()
+ * after its wait as the last column it returns, so latency is measured on
+ * the server clock from the resume to each waiter's return, however fast
+ * this client reads the results.  One single-threaded client drives every
+ * session with non-blocking libpq, so it adds little CPU load of its own.
+ * Sessions run the query once on an already replayed target first, so that
+ * the rounds measure warm sessions, as a connection pool would have.
  *
  * With PROBE = 1 one more session spins on pg_last_wal_replay_lsn() (at
  * nice 19, so that it yields to everything else) and returns when it sees
@@ -117,17 +117,45 @@ wake_wait_started(PGconn *standby, int n)
 	exit(1);
 }
 
-/* Send the query with the token as $1, without waiting for its result. */
+/*
+ * Send the query with the token, as a literal, in place of each $1, without
+ * waiting for its result.  The simple protocol: the query may be several
+ * statements (a gate as a statement of its own, then the time).
+ */
 static void
 wake_send(PGconn *conn, const char *sql, const char *token)
 {
-	if (!PQsendQueryParams(conn, sql, 1, NULL, &token, NULL, NULL, 0))
+	char	   *literal = PQescapeLiteral(conn, token, strlen(token));
+	size_t		size = strlen(sql) + 1;
+	char	   *text;
+	char	   *out;
+
+	if (literal == NULL)
+		wake_die("escape", conn);
+	for (const char *p = strstr(sql, "$1"); p; p = strstr(p + 2, "$1"))
+		size += strlen(literal);
+	out = text = malloc(size);
+	for (const char *p = sql; *p;)
+	{
+		if (p[0] == '$' && p[1] == '1')
+		{
+			out += sprintf(out, "%s", literal);
+			p += 2;
+		}
+		else
+			*out++ = *p++;
+	}
+	*out = '\0';
+	if (!PQsendQuery(conn, text))
 		wake_die("send", conn);
+	free(text);
+	PQfreemem(literal);
 }
 
 /*
  * Collect the results of all sessions in conns[0..n-1]; store each one's
- * server-side return time (second column, epoch seconds) in at[].
+ * server-side return time (the last column of the last result, epoch
+ * seconds) in at[].
  */
 static void
 wake_collect(PGconn **conns, int n, double *at)
@@ -154,13 +182,13 @@ wake_collect(PGconn **conns, int n, double *at)
 				wake_die("read", conns[i]);
 			if (PQisBusy(conns[i]))
 				continue;
-			res = PQgetResult(conns[i]);
-			if (PQresultStatus(res) != PGRES_TUPLES_OK)
-				wake_die("wait", conns[i]);
-			at[i] = atof(PQgetvalue(res, 0, 1));
-			PQclear(res);
 			while ((res = PQgetResult(conns[i])) != NULL)
+			{
+				if (PQresultStatus(res) != PGRES_TUPLES_OK)
+					wake_die("wait", conns[i]);
+				at[i] = atof(PQgetvalue(res, 0, PQnfields(res) - 1));
 				PQclear(res);
+			}
 			fds[i].fd = -1;
 			pending--;
 		}

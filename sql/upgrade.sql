@@ -31,6 +31,10 @@ SELECT count(*) AS differences FROM (
 	        obj_description(p.oid, 'pg_proc'), p.proacl::text
 	   FROM pg_proc p WHERE p.pronamespace = 'replica_gate'::regnamespace)) d;
 
+-- The statistics view gained its gave_way column (0.3.0) at the end.
+SELECT attnum, attname FROM pg_attribute
+ WHERE attrelid = 'replica_gate.stats'::regclass AND attnum >= 14 ORDER BY attnum;
+
 -- The gates with their new mode argument work after the update.
 SELECT replica_gate.caught_up(pg_current_wal_insert_lsn(), 'flush');
 

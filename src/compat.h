@@ -40,6 +40,26 @@
 #define RG_MY_XMIN (MyPgXact->xmin)
 #endif
 
+/* The local id of this backend's top-level transaction. */
+#if PG_VERSION_NUM >= 170000
+#define RG_MY_LXID (MyProc->vxid.lxid)
+#else
+#define RG_MY_LXID (MyProc->lxid)
+#endif
+
+/*
+ * The wait event of the startup process waiting for a cleanup lock on a
+ * buffer (a pin held by a query): "BufferPin" before 19, "BufferCleanup"
+ * from 19 on, the same number.
+ */
+#if PG_VERSION_NUM >= 190000
+#define RG_WAIT_EVENT_BUFFER_CLEANUP WAIT_EVENT_BUFFER_CLEANUP
+#elif PG_VERSION_NUM >= 170000
+#define RG_WAIT_EVENT_BUFFER_CLEANUP WAIT_EVENT_BUFFER_PIN
+#else
+#define RG_WAIT_EVENT_BUFFER_CLEANUP PG_WAIT_BUFFER_PIN
+#endif
+
 /*
  * Number of PGPROC slots that regular backends and background workers use.
  * Before 15, MaxBackends is not yet computed when _PG_init requests shared

@@ -82,7 +82,7 @@ rg_gate_caught_up(FunctionCallInfo fcinfo, bool is_text)
 	if (!rg_gate_target_arg(fcinfo, is_text, &target))
 		PG_RETURN_BOOL(true);
 	rg_check_xact_snapshot("replica_gate.caught_up");
-	PG_RETURN_BOOL(rg_wait_for_target(&target, mode, 0, &position) ==
+	PG_RETURN_BOOL(rg_wait_for_target(&target, mode, 0, NULL, &position) ==
 				   RG_WAIT_REACHED);
 }
 
@@ -96,6 +96,7 @@ rg_gate_wait_for_lsn(FunctionCallInfo fcinfo, bool is_text)
 	int			timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
 	RgWaitMode	mode = rg_gate_mode_arg(fcinfo, 2);
 	RgTarget	target;
+	RgGuard		guard;
 	XLogRecPtr	position;
 	RgWaitResult result;
 
@@ -103,7 +104,8 @@ rg_gate_wait_for_lsn(FunctionCallInfo fcinfo, bool is_text)
 		PG_RETURN_BOOL(true);
 	rg_check_xact_snapshot("replica_gate.wait_for_lsn");
 
-	result = rg_wait_for_target(&target, mode, timeout, &position);
+	rg_guard_prepare(&guard, fcinfo);
+	result = rg_wait_for_target(&target, mode, timeout, &guard, &position);
 	if (result == RG_WAIT_NOT_IN_RECOVERY)
 		rg_report_not_in_recovery(&target, mode, position);
 	PG_RETURN_BOOL(result == RG_WAIT_REACHED);
@@ -119,11 +121,13 @@ rg_gate_require_lsn(FunctionCallInfo fcinfo, bool is_text)
 	int			timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
 	RgWaitMode	mode = rg_gate_mode_arg(fcinfo, 2);
 	RgTarget	target;
+	RgGuard		guard;
 
 	if (!rg_gate_target_arg(fcinfo, is_text, &target))
 		PG_RETURN_VOID();
 	rg_check_xact_snapshot("replica_gate.require_lsn");
-	rg_require_target(&target, mode, timeout);
+	rg_guard_prepare(&guard, fcinfo);
+	rg_require_target(&target, mode, timeout, &guard);
 	PG_RETURN_VOID();
 }
 

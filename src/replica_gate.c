@@ -93,6 +93,7 @@ _PG_init(void)
 	rg_define_settings();
 	rg_set_gate_init();
 	rg_token_init();
+	rg_guard_init();
 	RG_RESERVE_GUC_PREFIX("replica_gate");
 
 	if (!process_shared_preload_libraries_in_progress)

@@ -10,6 +10,7 @@
 #define REPLICA_GATE_H
 
 #include "access/xlogdefs.h"
+#include "fmgr.h"
 #include "datatype/timestamp.h"
 #include "nodes/nodes.h"
 #include "pgtime.h"
@@ -91,9 +92,28 @@ typedef enum RgWaitResult
 {
 	RG_WAIT_REACHED,			/* target reached (or written, on a primary) */
 	RG_WAIT_TIMEOUT,			/* timeout expired first (or a check failed) */
+	RG_WAIT_GAVE_WAY,			/* stopped so as not to hold back replay */
 	RG_WAIT_NOT_IN_RECOVERY,	/* recovery ended before the target */
 	RG_WAIT_ERROR				/* an error ended the wait (statistics only) */
 } RgWaitResult;
+
+/* Keeping a function-form gate from holding back replay (replay_guard.c). */
+typedef struct RgGuard
+{
+	FunctionCallInfo fcinfo;	/* the gate's call */
+	bool		watching;		/* looking out for recovery conflicts */
+	bool		released;		/* waits without its xmin (rule 1) */
+	XLogRecPtr	released_at;	/* replay position when it dropped it */
+	XLogRecPtr	conflict_at;	/* replay position of the conflict seen */
+	TimestampTz conflict_since; /* when it was first seen there, or 0 */
+} RgGuard;
+
+extern void rg_guard_init(void);
+extern void rg_guard_utility(Node *parsetree);
+extern void rg_guard_prepare(RgGuard *guard, FunctionCallInfo fcinfo);
+extern void rg_guard_begin(RgGuard *guard);
+extern long rg_guard_poll_ms(const RgGuard *guard);
+extern bool rg_guard_must_yield(RgGuard *guard);
 
 /* Gate statistics in shared memory (stats.c). */
 extern Size rg_stats_shmem_size(void);
@@ -112,9 +132,10 @@ extern void rg_check_xact_snapshot(const char *gate_name);
 extern RgWaitMode rg_wait_mode(const char *name);
 extern XLogRecPtr rg_standby_position(RgWaitMode mode, TimeLineID *tli);
 extern RgWaitResult rg_wait_for_target(const RgTarget *target, RgWaitMode mode,
-									   int timeout_ms, XLogRecPtr *position);
+									   int timeout_ms, RgGuard *guard,
+									   XLogRecPtr *position);
 extern void rg_require_target(const RgTarget *target, RgWaitMode mode,
-							  int timeout_ms);
+							  int timeout_ms, RgGuard *guard);
 extern void rg_report_not_in_recovery(const RgTarget *target, RgWaitMode mode,
 									  XLogRecPtr position);
 

@@ -140,7 +140,8 @@ rg_set_gate_wait(VariableSetStmt *stmt)
 						RG_GATE_GUC),
 				 errdetail("A snapshot held during the wait can block the replay being waited for.")));
 
-	rg_require_target(&target, RG_MODE_REPLAY, rg_effective_timeout(true, 0));
+	rg_require_target(&target, RG_MODE_REPLAY, rg_effective_timeout(true, 0),
+					  NULL);
 }
 
 /*
@@ -183,6 +184,7 @@ rg_utility_hook(RG_UTILITY_ARGS)
 	Node	   *parsetree = pstmt->utilityStmt;
 	bool		save_passed = rg_gate_passed;
 
+	rg_guard_utility(parsetree);
 	if (!(IsA(parsetree, VariableSetStmt) &&
 		  ((VariableSetStmt *) parsetree)->kind == VAR_SET_VALUE &&
 		  pg_strcasecmp(((VariableSetStmt *) parsetree)->name, RG_GATE_GUC) == 0))

@@ -182,10 +182,11 @@ rg_fresh_enough(int64 limit_us, int64 *bound_us)
  *		timeout_ms.  Sets *bound_us to the last bound seen (-1: unknown).
  *
  * Nothing signals a keepalive's arrival, so the wait re-checks every
- * RG_FRESH_RECHECK_MS.  A node promoted meanwhile is a primary: fresh.
+ * RG_FRESH_RECHECK_MS.  A node promoted meanwhile is a primary: fresh.  The
+ * guard keeps the wait from holding back replay (replay_guard.c).
  */
 static RgWaitResult
-rg_wait_fresh(int64 limit_us, int timeout_ms, int64 *bound_us)
+rg_wait_fresh(int64 limit_us, int timeout_ms, RgGuard *guard, int64 *bound_us)
 {
 	RgWaitResult result;
 	TimestampTz start;
@@ -194,17 +195,27 @@ rg_wait_fresh(int64 limit_us, int timeout_ms, int64 *bound_us)
 	if (rg_gate_decided(rg_fresh_enough(limit_us, bound_us), timeout_ms,
 						&result, &start, &deadline))
 		return result;
+	rg_guard_begin(guard);
 
 	PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(&start));
 	{
 		for (;;)
 		{
+			long		look_ms = rg_guard_poll_ms(guard);
+
 			if (rg_fresh_enough(limit_us, bound_us))
 			{
 				result = RG_WAIT_REACHED;
 				break;
 			}
-			if (!rg_gate_sleep(deadline, RG_FRESH_RECHECK_MS,
+			if (rg_guard_must_yield(guard))
+			{
+				result = RG_WAIT_GAVE_WAY;
+				break;
+			}
+			if (!rg_gate_sleep(deadline,
+							   look_ms > 0 ? Min(look_ms, RG_FRESH_RECHECK_MS) :
+							   RG_FRESH_RECHECK_MS,
 							   RG_WAIT_EVENT(rg_fresh_event, "ReplicaGateWaitFresh")))
 			{
 				result = RG_WAIT_TIMEOUT;
@@ -239,13 +250,15 @@ Datum
 rg_fresh_within(PG_FUNCTION_ARGS)
 {
 	int			timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
+	RgGuard		guard;
 	int64		bound;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_BOOL(true);
 	rg_check_xact_snapshot("replica_gate.fresh_within");
+	rg_guard_prepare(&guard, fcinfo);
 	PG_RETURN_BOOL(rg_wait_fresh(rg_limit_us(PG_GETARG_INTERVAL_P(0)),
-								 timeout, &bound) == RG_WAIT_REACHED);
+								 timeout, &guard, &bound) == RG_WAIT_REACHED);
 }
 
 /*
@@ -257,13 +270,25 @@ rg_require_fresh(PG_FUNCTION_ARGS)
 {
 	int			timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
 	Interval   *limit;
+	RgGuard		guard;
 	int64		bound;
+	RgWaitResult result;
 
 	if (PG_ARGISNULL(0))
 		PG_RETURN_VOID();
 	rg_check_xact_snapshot("replica_gate.require_fresh");
 	limit = PG_GETARG_INTERVAL_P(0);
-	if (rg_wait_fresh(rg_limit_us(limit), timeout, &bound) != RG_WAIT_REACHED)
+	rg_guard_prepare(&guard, fcinfo);
+	result = rg_wait_fresh(rg_limit_us(limit), timeout, &guard, &bound);
+	if (result == RG_WAIT_GAVE_WAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_RG_REPLICA_BEHIND),
+				 errmsg("gate gave way to replay before the replica was within %s of the primary",
+						DatumGetCString(DirectFunctionCall1(interval_out,
+															IntervalPGetDatum(limit)))),
+				 errdetail("Replay on this standby was waiting on a recovery conflict that the snapshot or locks of the gate's statement could cause."),
+				 errhint("Call the gate as a statement of its own, first in its transaction; otherwise run the read on the primary.")));
+	if (result != RG_WAIT_REACHED)
 		ereport(ERROR,
 				(errcode(ERRCODE_RG_REPLICA_BEHIND),
 				 errmsg("replica is not within %s of the primary after %d ms",

@@ -37,7 +37,8 @@ enum
 	RG_WAIT_TIME_US,
 	RG_MAX_WAIT_US,
 	RG_HIST,					/* RG_HIST_BUCKETS histogram buckets */
-	RG_NCOUNTERS = RG_HIST + RG_HIST_BUCKETS
+	RG_GAVE_WAY = RG_HIST + RG_HIST_BUCKETS,	/* after stats_reset, see below */
+	RG_NCOUNTERS
 };
 
 typedef struct RgStats
@@ -110,6 +111,8 @@ rg_stats_count(RgWaitResult result, TimestampTz slept_since)
 	rg_stats_add(RG_CALLS, 1);
 	if (result == RG_WAIT_TIMEOUT)
 		rg_stats_add(RG_TIMEOUTS, 1);
+	else if (result == RG_WAIT_GAVE_WAY)
+		rg_stats_add(RG_GAVE_WAY, 1);
 	else if (result != RG_WAIT_REACHED)
 		rg_stats_add(RG_ERRORS, 1);
 
@@ -156,6 +159,11 @@ rg_stats_require_preload(void)
 
 /*
  * stats() returns the single row of the replica_gate.stats view.
+ *
+ * Counters added after version 0.2.0 come after the stats_reset column, so
+ * that a new library still fills the row of the 0.2.0 definition (until
+ * ALTER EXTENSION ... UPDATE) correctly: heap_form_tuple() takes only as
+ * many values as the row has columns.
  */
 Datum
 rg_stats_sql(PG_FUNCTION_ARGS)
@@ -167,19 +175,20 @@ rg_stats_sql(PG_FUNCTION_ARGS)
 	rg_stats_require_preload();
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
-	Assert(tupdesc->natts == lengthof(values));
+	Assert(tupdesc->natts <= lengthof(values));
 
 	for (int i = 0; i < RG_NCOUNTERS; i++)
 	{
 		uint64		v = pg_atomic_read_u64(&rg_stats->counter[i]);
+		int			column = i < RG_GAVE_WAY ? i : i + 1;
 
 		/* times are shown in milliseconds, like pg_stat_statements */
 		if (i == RG_WAIT_TIME_US || i == RG_MAX_WAIT_US)
-			values[i] = Float8GetDatum(v / 1000.0);
+			values[column] = Float8GetDatum(v / 1000.0);
 		else
-			values[i] = Int64GetDatum((int64) v);
+			values[column] = Int64GetDatum((int64) v);
 	}
-	values[RG_NCOUNTERS] =
+	values[RG_GAVE_WAY] =
 		TimestampTzGetDatum((TimestampTz) pg_atomic_read_u64(&rg_stats->reset_time));
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));

@@ -326,11 +326,13 @@ rg_sleep_for_lsn(XLogRecPtr lsn, RgWaitMode mode, TimestampTz until)
  * The timeline of a token can change during the wait (this standby follows
  * a promoted primary), so a token's wait re-checks it every
  * RG_TIMELINE_RECHECK_MS, and raises RG002 as soon as the history it
- * follows excludes the write.
+ * follows excludes the write.  A function-form gate passes a guard (see
+ * replay_guard.c): the wait then never holds back replay, and ends early
+ * (RG_WAIT_GAVE_WAY) when it might.
  */
 RgWaitResult
 rg_wait_for_target(const RgTarget *target, RgWaitMode mode, int timeout_ms,
-				   XLogRecPtr *position)
+				   RgGuard *guard, XLogRecPtr *position)
 {
 	RgWaitResult result;
 	TimestampTz start;
@@ -342,21 +344,40 @@ rg_wait_for_target(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 	if (rg_gate_decided(rg_standby_reached(target, mode, position), timeout_ms,
 						&result, &start, &deadline))
 		return result;
+	if (guard != NULL)
+		rg_guard_begin(guard);
 
 	PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(&start));
 	{
 		for (;;)
 		{
 			TimestampTz until = deadline;
+			long		look_ms = rg_guard_poll_ms(guard);
 			bool		in_recovery;
 
+			if (rg_guard_must_yield(guard))
+			{
+				result = RG_WAIT_GAVE_WAY;
+				break;
+			}
+
 			if (target->tli != 0)
+				look_ms = look_ms > 0 ? Min(look_ms, RG_TIMELINE_RECHECK_MS) :
+					RG_TIMELINE_RECHECK_MS;
+			if (look_ms > 0)
 				until = Min(deadline,
 							TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-														RG_TIMELINE_RECHECK_MS));
-			if (rg_standby_position(mode, NULL) < target->lsn)
+														look_ms));
+			/*
+			 * A watching guard looks again within milliseconds anyway: sleep
+			 * on the latch alone, without entering the waiters' registry.
+			 * Otherwise sleep there, unless the LSN is reached and only a
+			 * token's timeline is not yet.
+			 */
+			if (rg_standby_position(mode, NULL) < target->lsn &&
+				rg_guard_poll_ms(guard) == 0)
 				rg_sleep_for_lsn(target->lsn, mode, until);
-			else				/* LSN reached, token timeline not yet */
+			else
 				(void) rg_gate_sleep(until, 0,
 									 RG_WAIT_EVENT(rg_wait_event, "ReplicaGateWaitReplay"));
 
@@ -404,10 +425,12 @@ rg_report_not_in_recovery(const RgTarget *target, RgWaitMode mode,
  *		rg_wait_for_target, raising an error unless the target was reached.
  */
 void
-rg_require_target(const RgTarget *target, RgWaitMode mode, int timeout_ms)
+rg_require_target(const RgTarget *target, RgWaitMode mode, int timeout_ms,
+				  RgGuard *guard)
 {
 	XLogRecPtr	position;
-	RgWaitResult result = rg_wait_for_target(target, mode, timeout_ms, &position);
+	RgWaitResult result = rg_wait_for_target(target, mode, timeout_ms, guard,
+											 &position);
 
 	if (result == RG_WAIT_TIMEOUT)
 		ereport(ERROR,
@@ -417,6 +440,14 @@ rg_require_target(const RgTarget *target, RgWaitMode mode, int timeout_ms)
 				 errdetail("The last %s LSN is %s.",
 						   rg_mode_verbs[mode], rg_lsn_text(position)),
 				 errhint("Run the read on the primary, or wait longer.")));
+	if (result == RG_WAIT_GAVE_WAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_RG_REPLICA_BEHIND),
+				 errmsg("gate gave way to replay before %s was %s",
+						rg_target_text(target), rg_mode_verbs[mode]),
+				 errdetail("Replay on this standby was waiting on a recovery conflict that the snapshot or locks of the gate's statement could cause. The last %s LSN is %s.",
+						   rg_mode_verbs[mode], rg_lsn_text(position)),
+				 errhint("Call the gate as a statement of its own, first in its transaction, or use SET replica_gate.require_lsn; otherwise run the read on the primary.")));
 	if (result == RG_WAIT_NOT_IN_RECOVERY)
 		rg_report_not_in_recovery(target, mode, position);
 }

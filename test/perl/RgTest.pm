@@ -19,7 +19,8 @@ use Time::HiRes qw(gettimeofday tv_interval);
 
 our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
-  rg_probe_time rg_woke_at rg_median rg_watcher_runs RG_WAKE_BOUND_MS);
+  rg_probe_time rg_woke_at rg_median rg_watcher_runs rg_replay_holds
+  RG_WAKE_BOUND_MS);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -209,18 +210,34 @@ sub rg_probe_time
 }
 
 # rg_woke_at($gate)
-#	SQL that runs the gate expression $gate and returns its result and the
-#	moment it returned, as "result|epoch".
+#	SQL that runs the gate expression $gate as a statement of its own (so
+#	that it sleeps on its latch, without watching replay for conflicts) and
+#	then notes the moment it returned: psql prints "result\nepoch".
 sub rg_woke_at
 {
 	my ($gate) = @_;
-	return "SELECT $gate, extract(epoch FROM clock_timestamp())";
+	return "SELECT $gate; SELECT extract(epoch FROM clock_timestamp())";
 }
 
 # How soon, in ms, a waiter must return after replay passes its target: it
 # takes about 1 ms; the rest is room for a loaded 2-core machine.  Far below
 # any re-check interval: a lost wake-up shows as 100 ms to 1 s or more.
 use constant RG_WAKE_BOUND_MS => 50;
+
+# rg_replay_holds($standby, $log_offset)
+#	How long (ms) the startup process of $standby waited on each recovery
+#	conflict that lasted longer than deadlock_timeout, from its log after
+#	$log_offset (needs log_recovery_conflict_waits, 14+).  A wait still
+#	going on counts as 1e9 ms.
+sub rg_replay_holds
+{
+	my ($standby, $offset) = @_;
+	my $log = PostgreSQL::Test::Utils::slurp_file($standby->logfile, $offset);
+	my @holds = $log =~ /recovery finished waiting after ([0-9.]+) ms/g;
+	my $started = () = $log =~ /recovery still waiting after/g;
+	push @holds, (1e9) x ($started - @holds) if $started > @holds;
+	return @holds;
+}
 
 # rg_median(@values)
 sub rg_median

@@ -31,7 +31,7 @@ SELECT function_returns('replica_gate', 'stats_reset', ARRAY[]::text[], 'void');
 SELECT has_view('replica_gate', 'stats', 'view replica_gate.stats');
 SELECT columns_are('replica_gate', 'stats', ARRAY['calls', 'immediate', 'waits', 'timeouts',
 	'errors', 'wait_time', 'max_wait_time', 'waits_le_1ms', 'waits_le_10ms', 'waits_le_100ms',
-	'waits_le_1s', 'waits_le_10s', 'waits_gt_10s', 'stats_reset']);
+	'waits_le_1s', 'waits_le_10s', 'waits_gt_10s', 'stats_reset', 'gave_way']);
 SELECT is(pg_get_function_arguments('replica_gate.status()'::regprocedure),
 	'OUT role text, OUT replay_lsn pg_lsn, OUT receive_lsn pg_lsn, OUT insert_lsn pg_lsn, OUT flush_lsn pg_lsn, OUT timeline integer, OUT replay_paused boolean, OUT streaming boolean, OUT staleness interval, OUT waiters integer, OUT preloaded boolean',
 	'status() columns');

@@ -1,8 +1,13 @@
-# A wait that holds a snapshot can block the replay it waits for: with
-# hot_standby_feedback off and max_standby_streaming_delay = -1, replay of a
-# VACUUM cleanup record waits for the waiter's snapshot to go away, while the
-# waiter waits for replay.  The function form holds its statement's snapshot
-# and can only time out; the SET form holds none and succeeds.
+# No gate holds back the replay it waits for.  With hot_standby_feedback off
+# and max_standby_streaming_delay = -1, replay of a VACUUM cleanup record
+# waits for every snapshot that can still see the removed rows, for as long
+# as it exists.  A function-form gate that is its statement's only work
+# waits without its xmin, so replay goes on and the gate passes; any other
+# function-form gate keeps its snapshot and gives way (false, or RG001)
+# within milliseconds of replay waiting; the SET form holds no snapshot.
+# How long replay waited is read from the standby's log
+# (log_recovery_conflict_waits, 14+, with deadlock_timeout = 10 ms): no
+# conflict wait may last 50 ms.
 
 use strict;
 use warnings;
@@ -10,6 +15,7 @@ use warnings;
 use FindBin;
 use lib "$FindBin::RealBin/../perl";
 
+use List::Util qw(max);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RgTest;
@@ -19,15 +25,26 @@ my ($primary, $standby) = rg_primary_standby(
 	primary_conf => "autovacuum = off\n",
 	standby_conf =>
 	  "hot_standby_feedback = off\nmax_standby_streaming_delay = -1\n");
+my $logged = rg_major($standby) >= 14;
+if ($logged)
+{
+	$standby->append_conf('postgresql.conf',
+		"log_recovery_conflict_waits = on\ndeadlock_timeout = '10ms'\n");
+	$standby->reload;
+}
 
 $primary->safe_psql('postgres',
 	'CREATE TABLE d (id int); INSERT INTO d SELECT generate_series(1, 1000)');
 $primary->wait_for_catchup($standby->name, 'replay');
 
-# Dead tuples removed by VACUUM on the primary while the standby is paused
-# before the DELETE: a snapshot taken now conflicts with the cleanup record.
+# prepare_conflict($round)
+#	Pause replay, then on the primary delete the rows, insert the marker
+#	-$round and VACUUM: a snapshot taken on the standby now conflicts with
+#	the cleanup record.  Returns the LSN after the VACUUM; rows 1 to 1000
+#	come back after it.
 sub prepare_conflict
 {
+	my ($round) = @_;
 	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
 	# 14+ tells when the pause took effect; 13 only that it was requested.
 	if (rg_major($standby) >= 14)
@@ -36,60 +53,154 @@ sub prepare_conflict
 			"SELECT pg_get_wal_replay_pause_state() = 'paused'")
 		  or die 'replay did not pause';
 	}
-	$primary->safe_psql('postgres', 'DELETE FROM d');
+	$primary->safe_psql('postgres', "DELETE FROM d; INSERT INTO d VALUES (-$round)");
 	$primary->safe_psql('postgres', 'VACUUM d');
-	my $lsn = $primary->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+	# the insert position: VACUUM writes no commit record, so its WAL
+	# need not be written out yet
+	my $lsn = $primary->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn()');
 	$primary->wait_for_catchup($standby->name, 'write');
 	$primary->safe_psql('postgres', 'INSERT INTO d SELECT generate_series(1, 1000)');
 	return $lsn;
 }
 
-# --- function form: self-deadlock, ends only by its timeout ----------------
-my $lsn = prepare_conflict();
-my $w = rg_bg_start($standby,
-	"SELECT replica_gate.wait_for_lsn('$lsn', 3000)", 'fn_waiter');
-rg_pid_of($standby, 'fn_waiter');
-$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
-ok( $standby->poll_query_until('postgres',
-		"SELECT wait_event = 'RecoveryConflictSnapshot' FROM pg_stat_activity WHERE backend_type = 'startup'"),
-	'replay blocks on the function-form waiter\'s snapshot');
-rg_bg_finish($w);
-is($w->{stdout}, 'f', 'the function-form wait can only time out');
+# replay_not_held($offset, $what)
+#	No recovery conflict logged after $offset lasted 50 ms.
+sub replay_not_held
+{
+	my ($offset, $what) = @_;
+  SKIP:
+	{
+		skip 'log_recovery_conflict_waits exists from 14 on', 1 unless $logged;
+		my $longest = max(0, rg_replay_holds($standby, $offset));
+		cmp_ok($longest, '<', 50,
+			"$what: replay never waited 50 ms (longest logged wait: $longest ms)");
+	}
+}
+
+# gave_way()
+sub gave_way
+{
+	return $standby->safe_psql('postgres', 'SELECT gave_way FROM replica_gate.stats');
+}
+
+# run_gate($round, $sql, $name)
+#	Start $sql on the paused standby, wait until it sleeps in its gate,
+#	resume replay, and return the finished session with the log offset
+#	from before it started.
+sub run_gate
+{
+	my ($sql, $name) = @_;
+	my $offset = -s $standby->logfile;
+	my $w = rg_bg_start($standby, $sql, $name);
+	rg_pid_of($standby, $name);
+	my $xmin = $standby->safe_psql('postgres',
+		"SELECT backend_xmin IS NULL FROM pg_stat_activity WHERE application_name = '$name'");
+	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+	rg_bg_finish($w);
+	$w->{offset} = $offset;
+	$w->{no_xmin} = $xmin;
+	return $w;
+}
+
+my $round = 0;
+
+# --- the gate alone: waits without an xmin, replay goes on, it passes -------
+my $lsn = prepare_conflict(++$round);
+my $w = run_gate("SELECT replica_gate.wait_for_lsn('$lsn', 20000)", 'alone');
+is($w->{no_xmin}, 't', 'a gate that is its statement\'s only work waits without an xmin');
+is($w->{stdout}, 't', 'it passes once replay went past the cleanup record')
+  or diag($w->{stderr});
+cmp_ok($w->{elapsed}, '<', 10, "well before its 20 s timeout ($w->{elapsed} s)");
+replay_not_held($w->{offset}, 'gate alone');
+
+# The same, followed by the read in one query string (one implicit
+# transaction): the read takes its own snapshot and sees the write.
+$lsn = prepare_conflict(++$round);
+$w = run_gate(
+	"SELECT replica_gate.require_lsn('$lsn', 20000); SELECT count(*) FILTER (WHERE id = -$round) FROM d",
+	'with_read');
+is($w->{no_xmin}, 't', 'the gate before a read in one query string waits without an xmin');
+like($w->{stdout}, qr/^1$/m, 'the read after it sees the write') or diag($w->{stderr});
+replay_not_held($w->{offset}, 'gate then read in one query string');
+
+# Behind a token of the write, from a plain LSN given as text.
+$lsn = prepare_conflict(++$round);
+$w = run_gate("SELECT replica_gate.require_lsn('$lsn'::text, 20000)", 'text_form');
+is($w->{rc}, 0, 'require_lsn(text) alone passes') or diag($w->{stderr});
+replay_not_held($w->{offset}, 'require_lsn(text) alone');
+
+# A prepared gate, run by EXECUTE in a later transaction.
+$lsn = prepare_conflict(++$round);
+$w = run_gate(
+	[ 'PREPARE g(text) AS SELECT replica_gate.require_lsn($1, 20000)', "EXECUTE g('$lsn')" ],
+	'prepared');
+is($w->{no_xmin}, 't', 'a prepared gate run by EXECUTE waits without an xmin');
+is($w->{rc}, 0, 'and passes') or diag($w->{stderr});
+replay_not_held($w->{offset}, 'EXECUTE of a prepared gate');
+
+# --- a gate that is not alone keeps its snapshot and gives way ---------------
+my $before = gave_way();
+$lsn = prepare_conflict(++$round);
+$w = run_gate("SELECT replica_gate.wait_for_lsn('$lsn', 20000), 1", 'not_alone');
+is($w->{no_xmin}, 'f', 'a gate with other work in its statement keeps its snapshot');
+is($w->{stdout}, 'f|1', 'it gives way: false, as if timed out') or diag($w->{stderr});
+cmp_ok($w->{elapsed}, '<', 10, "long before its 20 s timeout ($w->{elapsed} s)");
+replay_not_held($w->{offset}, 'gate with another column');
+is(gave_way(), $before + 1, 'stats count the gate that gave way');
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# After a read in the same transaction: RG001, replay goes on.
+$lsn = prepare_conflict(++$round);
+$w = run_gate(
+	"BEGIN; SELECT count(*) FROM d; SELECT replica_gate.require_lsn('$lsn', 20000); COMMIT",
+	'after_read');
+like($w->{stderr}, qr/RG001: gate gave way to replay before LSN \Q$lsn\E was replayed/,
+	'require_lsn after a read in its transaction gives way with RG001');
+replay_not_held($w->{offset}, 'gate after a read in its transaction');
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# Inside a function: the caller's snapshot stays; it gives way too.
+$lsn = prepare_conflict(++$round);
+$w = run_gate(
+	"DO \$\$ BEGIN PERFORM replica_gate.require_lsn('$lsn', 20000); END \$\$",
+	'in_do');
+like($w->{stderr}, qr/RG001: gate gave way to replay/, 'a gate inside a DO block gives way');
+replay_not_held($w->{offset}, 'gate inside a DO block');
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# require_fresh in a statement with other work: gives way or passes, never holds.
+$lsn = prepare_conflict(++$round);
+$w = run_gate("SELECT replica_gate.require_fresh('1 ms', 20000), 1", 'fresh_not_alone');
+cmp_ok($w->{elapsed}, '<', 10, "require_fresh with other work ends early ($w->{elapsed} s)");
+replay_not_held($w->{offset}, 'require_fresh with another column');
 $primary->wait_for_catchup($standby->name, 'replay');
 
 # --- SET form: no snapshot, replay goes on, the gate passes -----------------
-$lsn = prepare_conflict();
-$w = rg_bg_start($standby,
+$lsn = prepare_conflict(++$round);
+$w = run_gate(
 	"SET replica_gate.default_timeout = 30000; SET replica_gate.require_lsn = '$lsn'; SELECT pg_last_wal_replay_lsn() >= '$lsn'",
 	'set_waiter');
-rg_pid_of($standby, 'set_waiter');
-is( $standby->safe_psql('postgres',
-		"SELECT backend_xmin IS NULL FROM pg_stat_activity WHERE application_name = 'set_waiter'"),
-	't', 'the SET-form waiter holds no snapshot while it waits');
-$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
-rg_bg_finish($w);
+is($w->{no_xmin}, 't', 'the SET-form waiter holds no snapshot while it waits');
 is($w->{rc}, 0, 'the SET-form gate succeeded') or diag($w->{stderr});
 is($w->{stdout}, 't', 'after replay passed the cleanup record');
+replay_not_held($w->{offset}, 'SET form');
 
 # The same as the first statement of a REPEATABLE READ transaction, which
 # then sees the state at the token: the DELETE replayed, and the row written
 # last.  (Before the gate the standby shows the 1000 rows of before the
 # DELETE and not that row.)
-$lsn = prepare_conflict();
+$lsn = prepare_conflict(++$round);
 my $after = $primary->safe_psql('postgres',
-	'INSERT INTO d VALUES (-1); SELECT replica_gate.last_commit_token()');
-is($standby->safe_psql('postgres', 'SELECT count(*), count(*) FILTER (WHERE id = -1) FROM d'),
+	'INSERT INTO d VALUES (-1000); SELECT replica_gate.last_commit_token()');
+is($standby->safe_psql('postgres', 'SELECT count(*) FILTER (WHERE id > 0), count(*) FILTER (WHERE id = -1000) FROM d'),
 	'1000|0', 'before the gate the paused standby shows the old rows');
-$w = rg_bg_start($standby, qq{
+$w = run_gate(qq{
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SET LOCAL replica_gate.default_timeout = 30000;
 SET LOCAL replica_gate.require_lsn = '$after';
-SELECT count(*), count(*) FILTER (WHERE id = -1) FROM d;
+SELECT count(*) FILTER (WHERE id = -$round), count(*) FILTER (WHERE id = -1000) FROM d;
 COMMIT;}, 'rr_waiter');
-rg_pid_of($standby, 'rr_waiter');
-$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
-rg_bg_finish($w);
-is($w->{stdout}, '1001|1', 'REPEATABLE READ after a SET LOCAL gate sees the state at the token')
+is($w->{stdout}, '1|1', 'REPEATABLE READ after a SET LOCAL gate sees the state at the token')
   or diag($w->{stderr});
 
 $primary->stop;

@@ -57,7 +57,7 @@ sub round
 	$event->();
 	my $passed = rg_probe_time($p);
 	rg_bg_finish($w);
-	my ($result, $woke) = split /\|/, $w->{stdout};
+	my ($result, $woke) = split /\n/, $w->{stdout};
 	$woke //= 0;
 	return (($woke - $passed) * 1000, $result // $w->{stderr});
 }

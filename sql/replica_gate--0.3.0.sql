@@ -1,4 +1,4 @@
-/* replica_gate--0.2.0.sql */
+/* replica_gate--0.3.0.sql */
 
 -- complain if script is sourced in psql, rather than via CREATE EXTENSION
 \echo Use "CREATE EXTENSION replica_gate" to load this file. \quit
@@ -155,7 +155,8 @@ CREATE FUNCTION stats(
 	OUT waits_le_1s bigint,
 	OUT waits_le_10s bigint,
 	OUT waits_gt_10s bigint,
-	OUT stats_reset timestamptz)
+	OUT stats_reset timestamptz,
+	OUT gave_way bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'rg_stats_sql'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;

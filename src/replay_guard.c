@@ -1,0 +1,307 @@
+/*-------------------------------------------------------------------------
+ *
+ * replay_guard.c
+ *		Keeping a function-form gate from holding back the replay it waits
+ *		for.
+ *
+ * A function runs inside a statement that holds a snapshot, and on a
+ * standby the startup process must wait for every backend whose snapshot
+ * (advertised xmin) conflicts with a cleanup record it replays, or whose
+ * locks conflict with a lock it replays, until that backend's transaction
+ * ends or max_standby_streaming_delay runs out.  A gate that waited with its
+ * snapshot would hold replay back until its own timeout, and every other
+ * reader of the standby with it.  Two rules prevent that:
+ *
+ * 1. A gate that is its statement's only work (SELECT gate(...), nothing
+ *    else: no FROM, no subquery, the call itself the only output column),
+ *    in the first statement of a READ COMMITTED transaction, waits without
+ *    advertising its xmin: its snapshot is never read again, the statements
+ *    after it take their own, and no earlier statement left locks or
+ *    snapshots behind.  The startup process then never waits for it.
+ * 2. Every other gate keeps its snapshot, and watches replay while it waits:
+ *    when the startup process has stood still in a recovery-conflict wait
+ *    (snapshot, tablespace, lock) at two looks RG_GUARD_YIELD_MS apart, the
+ *    gate gives way: it stops waiting and reports that it was not caught
+ *    up.  The startup process notices on its next look (it looks after 1,
+ *    3, 7, 15, 31 ms...), so replay is held back for a few milliseconds.
+ *    When the startup process waits for a buffer pin the gate holds (a gate
+ *    evaluated during a scan), the gate gives way at once.
+ *    A rule-1 gate watches for snapshot conflicts until replay has moved
+ *    past the record it was at when the gate dropped its xmin, or the
+ *    startup process is seen asleep on something else: it may have listed
+ *    the gate's transaction just before.  It gives way only to a conflict
+ *    that lasts RG_GUARD_RELEASED_YIELD_MS: most likely another session's.
+ *
+ * The guard cannot tell which backends the startup process waits for, so a
+ * long conflict caused by another session makes a watching gate give way
+ * too; it could not have been caught up before that conflict ended anyway.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/plannodes.h"
+#include "storage/bufmgr.h"
+#include "storage/proc.h"
+#include "tcop/pquery.h"
+#include "utils/portal.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "replica_gate.h"
+
+/*
+ * How often a watching gate looks at replay, and how long it lets a conflict
+ * last before it gives way: briefly when it keeps its snapshot (rule 2);
+ * longer after it dropped its xmin (rule 1), since the conflict it sees is
+ * then most likely another session's, yet short enough that the startup
+ * process, which looks again after 15 and 31 ms, is not held for 50 ms.
+ */
+#define RG_GUARD_POLL_MS			2
+#define RG_GUARD_YIELD_MS			2
+#define RG_GUARD_RELEASED_YIELD_MS	20
+
+/*
+ * Statements started by this session in its current top-level transaction
+ * (executor starts, and utility statements that can take locks or
+ * snapshots), and which transaction they were counted in.
+ */
+static int	rg_guard_statements = 0;
+static LocalTransactionId rg_guard_lxid = InvalidLocalTransactionId;
+
+static ExecutorStart_hook_type rg_guard_prev_executor_start = NULL;
+
+/*
+ * rg_guard_count_statement
+ *		Count one statement of the current transaction.
+ */
+static void
+rg_guard_count_statement(void)
+{
+	if (rg_guard_lxid != RG_MY_LXID)
+	{
+		rg_guard_lxid = RG_MY_LXID;
+		rg_guard_statements = 0;
+	}
+	rg_guard_statements++;
+}
+
+/*
+ * rg_guard_executor_start
+ *		ExecutorStart hook: count the statement, then start it.
+ */
+static void
+rg_guard_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	rg_guard_count_statement();
+	if (rg_guard_prev_executor_start)
+		rg_guard_prev_executor_start(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
+}
+
+/*
+ * rg_guard_utility
+ *		Called by the utility hook before a utility statement runs: count it
+ *		unless it takes neither locks nor a snapshot (transaction control,
+ *		SET, SHOW) or only runs a prepared statement, which the executor
+ *		counts (EXECUTE).
+ */
+void
+rg_guard_utility(Node *parsetree)
+{
+	if (!IsA(parsetree, TransactionStmt) &&
+		!IsA(parsetree, VariableSetStmt) &&
+		!IsA(parsetree, VariableShowStmt) &&
+		!IsA(parsetree, ExecuteStmt))
+		rg_guard_count_statement();
+}
+
+/*
+ * rg_guard_gate_alone
+ *		Is the gate called through "fcinfo" the whole of the first statement
+ *		of this transaction (rule 1 above)?
+ *
+ * The plan must be a bare Result node whose only output is this very call:
+ * its arguments are then constants or parameters, and nothing in the
+ * statement reads with its snapshot before or after the call.
+ */
+static bool
+rg_guard_gate_alone(FunctionCallInfo fcinfo)
+{
+	PlannedStmt *stmt;
+	Plan	   *plan;
+	TargetEntry *tle;
+
+	if (IsolationUsesXactSnapshot() ||
+		rg_guard_lxid != RG_MY_LXID || rg_guard_statements != 1 ||
+		ActivePortal == NULL || ActivePortal->strategy != PORTAL_ONE_SELECT ||
+		list_length(ActivePortal->stmts) != 1 ||
+		fcinfo->flinfo == NULL || fcinfo->flinfo->fn_expr == NULL)
+		return false;
+
+	stmt = linitial_node(PlannedStmt, ActivePortal->stmts);
+	plan = stmt->planTree;
+	if (stmt->commandType != CMD_SELECT || stmt->hasModifyingCTE ||
+		stmt->subplans != NIL || stmt->rowMarks != NIL ||
+		!IsA(plan, Result) || ((Result *) plan)->resconstantqual != NULL ||
+		plan->lefttree != NULL || plan->righttree != NULL ||
+		plan->qual != NIL || plan->initPlan != NIL ||
+		list_length(plan->targetlist) != 1)
+		return false;
+
+	tle = linitial_node(TargetEntry, plan->targetlist);
+	return (Node *) tle->expr == fcinfo->flinfo->fn_expr;
+}
+
+/*
+ * rg_guard_prepare
+ *		Set up the guard of the gate called through "fcinfo"; it acts only
+ *		if the gate sleeps (rg_guard_begin).
+ */
+void
+rg_guard_prepare(RgGuard *guard, FunctionCallInfo fcinfo)
+{
+	guard->fcinfo = fcinfo;
+	guard->watching = false;
+	guard->released = false;
+}
+
+/*
+ * rg_guard_begin
+ *		Called when a gate is about to sleep for the first time: drop its
+ *		xmin if rule 1 allows, and start watching replay.
+ */
+void
+rg_guard_begin(RgGuard *guard)
+{
+	guard->watching = true;
+	guard->conflict_since = 0;
+	guard->conflict_at = InvalidXLogRecPtr;
+	guard->released = rg_guard_gate_alone(guard->fcinfo);
+	if (!guard->released)
+		return;
+
+	/*
+	 * Nothing reads with the statement's snapshot any more; a catalog
+	 * snapshot would advertise an xmin of its own.
+	 */
+	InvalidateCatalogSnapshot();
+	RG_MY_XMIN = InvalidTransactionId;
+	guard->released_at = GetXLogReplayRecPtr(NULL);
+}
+
+/*
+ * rg_guard_replay_conflict
+ *		The recovery conflict the startup process is waiting on, as its wait
+ *		event, or 0.  Of the auxiliary processes only the startup process
+ *		waits for heavyweight locks or cleanup locks, or resolves conflicts;
+ *		it reports those waits while it sleeps, which is nearly all of the
+ *		time it waits.
+ *
+ * Without a conflict, *quiet tells whether every auxiliary process sleeps in
+ * a wait other than an LWLock: the startup process is then not between
+ * listing the backends it conflicts with and sleeping on them, so whatever
+ * it lists next is listed now.
+ */
+static uint32
+rg_guard_replay_conflict(bool *quiet)
+{
+	*quiet = true;
+	for (int i = 0; i < NUM_AUXILIARY_PROCS; i++)
+	{
+		volatile PGPROC *proc = &ProcGlobal->allProcs[MaxBackends + i];
+		uint32		event = proc->wait_event_info;
+
+		if (proc->pid == 0)
+			continue;
+		if (event == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT ||
+			event == WAIT_EVENT_RECOVERY_CONFLICT_TABLESPACE ||
+			event == RG_WAIT_EVENT_BUFFER_CLEANUP ||
+			(event & 0xFF000000) == PG_WAIT_LOCK)
+			return event;
+		if (event == 0 || (event & 0xFF000000) == PG_WAIT_LWLOCK)
+			*quiet = false;
+	}
+	return 0;
+}
+
+/*
+ * rg_guard_poll_ms
+ *		The longest a watching gate may sleep before it looks again (0: not
+ *		watching, sleep as long as the wait needs).
+ */
+long
+rg_guard_poll_ms(const RgGuard *guard)
+{
+	return (guard != NULL && guard->watching) ? RG_GUARD_POLL_MS : 0;
+}
+
+/*
+ * rg_guard_must_yield
+ *		Should the gate stop waiting so that replay can go on?  Called before
+ *		each sleep of a gate that has not reached its target.
+ */
+bool
+rg_guard_must_yield(RgGuard *guard)
+{
+	XLogRecPtr	replayed;
+	TimestampTz now;
+	uint32		conflict;
+	bool		quiet;
+
+	if (guard == NULL || !guard->watching)
+		return false;
+
+	replayed = GetXLogReplayRecPtr(NULL);
+
+	/* Past the record it may have been listed for, a rule-1 gate is free. */
+	if (guard->released && replayed != guard->released_at)
+	{
+		guard->watching = false;
+		return false;
+	}
+
+	/*
+	 * A pin conflict names its buffer: give way at once if it is ours (a
+	 * gate evaluated during a scan), and never for somebody else's.  A
+	 * rule-1 gate holds no pins or locks: only a snapshot conflict can be
+	 * its, and only one whose backends were listed before it dropped its
+	 * xmin.
+	 */
+	conflict = rg_guard_replay_conflict(&quiet);
+	if (conflict == RG_WAIT_EVENT_BUFFER_CLEANUP)
+		return !guard->released && HoldingBufferPinThatDelaysRecovery();
+	if (conflict == 0 && quiet && guard->released)
+		guard->watching = false;
+	if (conflict == 0 ||
+		(guard->released && conflict != WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT))
+	{
+		guard->conflict_since = 0;
+		return false;
+	}
+
+	now = GetCurrentTimestamp();
+	if (guard->conflict_since == 0 || guard->conflict_at != replayed)
+	{
+		guard->conflict_since = now;
+		guard->conflict_at = replayed;
+		return false;
+	}
+	return now - guard->conflict_since >=
+		(guard->released ? RG_GUARD_RELEASED_YIELD_MS : RG_GUARD_YIELD_MS) * 1000;
+}
+
+/*
+ * rg_guard_init
+ *		Install the executor hook; called from _PG_init.
+ */
+void
+rg_guard_init(void)
+{
+	rg_guard_prev_executor_start = ExecutorStart_hook;
+	ExecutorStart_hook = rg_guard_executor_start;
+}

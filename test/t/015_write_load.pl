@@ -1,0 +1,107 @@
+# Gates under ordinary write load never hold replay back.  The primary
+# updates a small table (HOT pruning), VACUUMs it, and bulk-inserts rows that
+# it then reads (on 19 such reads log page-visibility changes, which conflict
+# with standby snapshots too).  On the standby, with an apply delay,
+# hot_standby_feedback off and max_standby_streaming_delay = -1 (replay waits
+# for a conflicting snapshot as long as it lives), sessions gate every read:
+# some with the gate as a statement of its own (it waits without an xmin and
+# must always pass), some with the gate sharing its statement or its
+# transaction with a read (it keeps its snapshot and gives way when replay
+# waits).  No recovery-conflict wait may last 50 ms (read from the log,
+# log_recovery_conflict_waits, 14+).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use List::Util qw(max sum);
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RgTest;
+use Test::More;
+
+my ($primary, $standby) = rg_primary_standby(
+	primary_conf => "autovacuum = off\n",
+	standby_conf => "hot_standby_feedback = off\nmax_standby_streaming_delay = -1\n"
+	  . "recovery_min_apply_delay = '50ms'\n");
+my $logged = rg_major($standby) >= 14;
+if ($logged)
+{
+	$standby->append_conf('postgresql.conf',
+		"log_recovery_conflict_waits = on\ndeadlock_timeout = '10ms'\n");
+	$standby->reload;
+}
+
+$primary->safe_psql('postgres', q{
+	CREATE TABLE u (id int PRIMARY KEY, v int) WITH (fillfactor = 50);
+	INSERT INTO u SELECT i, 0 FROM generate_series(1, 100) i;
+	CREATE TABLE b (x int);});
+$primary->wait_for_catchup($standby->name, 'replay');
+my $offset = -s $standby->logfile;
+
+# The write load, about 10 s of it.
+my $updates = rg_bg_start($primary, q{DO $$ BEGIN
+	FOR i IN 1..4000 LOOP
+		UPDATE u SET v = v + 1 WHERE id = 1 + i % 100;
+		COMMIT;
+		IF i % 20 = 0 THEN PERFORM pg_sleep(0.05); END IF;
+	END LOOP; END $$}, 'updates');
+my $vacuums = rg_bg_start($primary,
+	[ map { ('VACUUM u', 'SELECT pg_sleep(0.2)') } 1 .. 40 ], 'vacuums');
+my $bulk = rg_bg_start($primary,
+	[ map { ('INSERT INTO b SELECT generate_series(1, 20000)', 'SELECT count(*) FROM b',
+			 'DELETE FROM b WHERE x % 2 = 0', 'SELECT pg_sleep(0.3)') } 1 .. 20 ],
+	'bulk');
+
+# Readers: each gates 80 reads on what the standby has received, so that it
+# waits about the apply delay.
+my %forms = (
+	alone => 'SELECT replica_gate.require_lsn(pg_last_wal_receive_lsn(), 5000); SELECT v FROM u WHERE id = %d',
+	shared => 'SELECT v, replica_gate.wait_for_lsn(pg_last_wal_receive_lsn(), 5000) FROM u WHERE id = %d',
+	# one statement a query string, so that COMMIT ends a failed transaction
+	in_xact => "BEGIN\nSELECT v FROM u WHERE id = %d\nSELECT replica_gate.require_lsn(pg_last_wal_receive_lsn(), 5000)\nCOMMIT",
+);
+my %readers;
+for my $form (sort keys %forms)
+{
+	for my $n (1 .. 3)
+	{
+		$readers{"$form$n"} = rg_bg_start($standby,
+			[ map { split /\n/, sprintf($forms{$form}, $_) } 1 .. 80 ], "$form$n");
+	}
+}
+
+rg_bg_finish($_) for values %readers;
+rg_bg_finish($_) for ($updates, $vacuums, $bulk);
+is($updates->{rc}, 0, 'the write load ran') or diag($updates->{stderr});
+
+my %failed;
+for my $name (sort keys %readers)
+{
+	(my $form = $name) =~ s/\d+$//;
+	my @errors = $readers{$name}{stderr} =~ /^ERROR:/mg;
+	my $false = () = $readers{$name}{stdout} =~ /\|f$/mg;
+	$failed{$form} += @errors + $false;
+}
+is($failed{alone}, 0, 'every gate that is a statement of its own passed (240 of 240)')
+  or diag(join "\n", map { $readers{"alone$_"}{stderr} } 1 .. 3);
+note("gates that gave way or timed out: shared $failed{shared} of 240, in_xact $failed{in_xact} of 240");
+
+$primary->wait_for_catchup($standby->name, 'replay');
+SKIP:
+{
+	skip 'log_recovery_conflict_waits exists from 14 on', 1 unless $logged;
+	my @holds = rg_replay_holds($standby, $offset);
+	my $longest = max(0, @holds);
+	cmp_ok($longest, '<', 50,
+		'replay never waited 50 ms on a conflict (' . scalar(@holds)
+		  . " waits over 10 ms, longest $longest ms)");
+}
+is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0',
+	'no gate left waiting');
+
+$primary->stop;
+$standby->stop;
+done_testing();
