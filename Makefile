@@ -7,20 +7,20 @@
 EXTENSION = replica_gate
 MODULE_big = replica_gate
 OBJS = \
-	src/arrival.o \
 	src/gate.o \
-	src/registry.o \
-	src/replay_guard.o \
+	src/guard.o \
 	src/replica_gate.o \
 	src/set_gate.o \
 	src/shmem.o \
 	src/staleness.o \
-	src/target.o \
 	src/stats.o \
+	src/target.o \
 	src/token.o \
 	src/upstream.o \
 	src/wait.o \
-	src/worker.o
+	src/watcher.o \
+	src/watcher_arrival.o \
+	src/watcher_registry.o
 
 DATA = $(wildcard sql/$(EXTENSION)--*.sql)
 PGFILEDESC = "replica_gate - gate replica reads on WAL replay"

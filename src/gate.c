@@ -1,25 +1,34 @@
 /*-------------------------------------------------------------------------
  *
  * gate.c
- *		SQL-callable LSN gates: caught_up, wait_for_lsn and require_lsn.
+ *		The LSN gates: caught_up, wait_for_lsn and require_lsn, and what
+ *		every gate shares: the checks of its arguments, the snapshot rules
+ *		that make a successful gate mean "the next statement sees the
+ *		write", and its errors, one complete message per case.  The waiting
+ *		itself is wait.c's.
  *
- * Each takes its target as a pg_lsn (timeline-blind) or as text, which may
- * be a token "<timeline>:<lsn>" (checked against this server's timeline
- * history, see target.c) or a plain LSN.  A NULL target means "no write to
- * wait for": the gates pass at once.  A NULL timeout means
- * replica_gate.default_timeout.  The optional mode says what to wait for on
- * a standby: 'replay' (the default; the only mode that makes the write
- * visible to reads), 'write' or 'flush'.
+ * Each gate function takes its target as a pg_lsn (timeline-blind) or as
+ * text, which may be a token "<timeline>:<lsn>" (checked against this
+ * server's timeline history, see target.c) or a plain LSN.  A NULL target
+ * means "no write to wait for": the gates pass at once.  A NULL timeout
+ * means replica_gate.default_timeout.  The optional mode says what to wait
+ * for on a standby: 'replay' (the default; the only mode that makes the
+ * write visible to reads), 'write' or 'flush'.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/xact.h"
 #include "fmgr.h"
 #include "utils/builtins.h"
 #include "utils/pg_lsn.h"
+#include "utils/snapmgr.h"
 
-#include "replica_gate.h"
+#include "gate.h"
+#include "stats.h"
+#include "target.h"
+#include "wait.h"
 
 PG_FUNCTION_INFO_V1(rg_caught_up);
 PG_FUNCTION_INFO_V1(rg_caught_up_text);
@@ -27,6 +36,205 @@ PG_FUNCTION_INFO_V1(rg_wait_for_lsn_sql);
 PG_FUNCTION_INFO_V1(rg_wait_for_lsn_text);
 PG_FUNCTION_INFO_V1(rg_require_lsn_sql);
 PG_FUNCTION_INFO_V1(rg_require_lsn_text);
+
+/*
+ * A SET replica_gate.require_lsn ran in this session before the library
+ * was loaded: it did not wait, and the next gate of the session must fail
+ * (see set_gate.c).
+ */
+static bool rg_gate_missed = false;
+
+/*
+ * rg_gate_timeout
+ *		The timeout a gate uses: NULL means replica_gate.default_timeout, and
+ *		every wait is capped by replica_gate.max_timeout.
+ */
+int
+rg_gate_timeout(bool isnull, int32 timeout_ms)
+{
+	int			timeout = isnull ? rg_default_timeout : timeout_ms;
+
+	if (timeout < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("\"timeout_ms\" must not be negative")));
+	return Min(timeout, rg_max_timeout);
+}
+
+/*
+ * rg_gate_note_missed_set
+ *		Remember that a SET of replica_gate.require_lsn did not wait.
+ */
+void
+rg_gate_note_missed_set(void)
+{
+	rg_gate_missed = true;
+}
+
+/*
+ * rg_gate_check_missed_set
+ *		Fail the first gate after a SET of the parameter that did not wait:
+ *		the application believes its reads since then were gated.  Every
+ *		gate calls this first, even with nothing to wait for.
+ */
+void
+rg_gate_check_missed_set(void)
+{
+	if (!rg_gate_missed)
+		return;
+	rg_gate_missed = false;
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("an earlier SET replica_gate.require_lsn in this session did not wait"),
+			 errdetail("It ran before replica_gate was loaded in this session, so the reads after it were not gated."),
+			 errhint("Add replica_gate to shared_preload_libraries on this server; clients can check for the parameter replica_gate.version that it then reports at connection start.")));
+}
+
+/*
+ * rg_gate_check_snapshot
+ *		Refuse to gate once a REPEATABLE READ or SERIALIZABLE transaction has
+ *		taken its snapshot: that snapshot predates the wait and can never see
+ *		the write, so reporting success would be a lie.
+ */
+void
+rg_gate_check_snapshot(const char *gate_name)
+{
+	if (IsolationUsesXactSnapshot() && FirstSnapshotSet)
+		ereport(ERROR,
+				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
+				 errmsg("%s() cannot be used after the transaction snapshot was taken",
+						gate_name),
+				 errdetail("A REPEATABLE READ or SERIALIZABLE transaction reads from the snapshot of its first statement, which cannot see data replayed later."),
+				 errhint("Gate before BEGIN, or make SET LOCAL replica_gate.require_lsn = '...' the first statement of the transaction.")));
+}
+
+/*
+ * rg_gate_on_primary
+ *		A gate on a server that is not in recovery: everything up to the WAL
+ *		insert position exists, and a target beyond it cannot be a token of
+ *		this server.  The write and flush modes promise the WAL is on disk
+ *		here: flush it.
+ */
+static void
+rg_gate_on_primary(const RgTarget *target, RgWaitMode mode)
+{
+	XLogRecPtr	insert = GetXLogInsertRecPtr();
+
+	if (!rg_target_reached(target, insert, RG_INSERT_TLI(), false))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("target %s is beyond the WAL insert position %s of this server",
+						rg_target_text(target), rg_lsn_text(insert)),
+				 errdetail("This server is not in recovery, and it has written WAL only up to its insert position."),
+				 errhint("Use a token taken from this server, or gate on a standby of it.")));
+	if (mode != RG_MODE_REPLAY)
+		XLogFlush(target->lsn);
+	rg_stats_count(RG_WAIT_REACHED, 0);
+}
+
+/*
+ * rg_gate_wait
+ *		Gate on "target": on a primary at once, on a standby through the wait
+ *		loop.  Raises the error of a wait that recovery's end cut short.
+ */
+static RgWaitResult
+rg_gate_wait(const RgTarget *target, RgWaitMode mode, int timeout_ms,
+			 RgGuard *guard, XLogRecPtr *position)
+{
+	RgWaitResult result;
+	const char *t;
+	const char *p;
+
+	if (!RecoveryInProgress())
+	{
+		rg_gate_on_primary(target, mode);
+		return RG_WAIT_REACHED;
+	}
+	result = rg_wait_for_target(target, mode, timeout_ms, guard, position);
+	if (result != RG_WAIT_NOT_IN_RECOVERY)
+		return result;
+
+	t = rg_target_text(target);
+	p = rg_lsn_text(*position);
+	switch (mode)
+	{
+		case RG_MODE_REPLAY:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("recovery is not in progress"),
+					 errdetail("Recovery ended before target %s was replayed; the last replayed LSN is %s.",
+							   t, p)));
+			break;
+		case RG_MODE_WRITE:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("recovery is not in progress"),
+					 errdetail("Recovery ended before target %s was written; the last written LSN is %s.",
+							   t, p)));
+			break;
+		case RG_MODE_FLUSH:
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("recovery is not in progress"),
+					 errdetail("Recovery ended before target %s was flushed; the last flushed LSN is %s.",
+							   t, p)));
+			break;
+	}
+	pg_unreachable();
+}
+
+/*
+ * rg_gate_require
+ *		rg_gate_wait, raising RG001 unless the target was reached.  The SET
+ *		form (no guard: it holds no snapshot) and require_lsn() use it.
+ */
+void
+rg_gate_require(const RgTarget *target, RgWaitMode mode, int timeout_ms,
+				RgGuard *guard)
+{
+	XLogRecPtr	position;
+	RgWaitResult result = rg_gate_wait(target, mode, timeout_ms, guard, &position);
+	const char *t;
+	const char *p;
+
+	if (result == RG_WAIT_REACHED)
+		return;
+	t = rg_target_text(target);
+	p = rg_lsn_text(position);
+	if (result == RG_WAIT_GAVE_WAY)
+		ereport(ERROR,
+				(errcode(ERRCODE_RG_REPLICA_BEHIND),
+				 errmsg("gate on target %s gave way to replay", t),
+				 errdetail("Replay on this standby was waiting on a recovery conflict that the snapshot, locks or buffer pins of the gate's statement could cause."),
+				 errhint("Call the gate as a statement of its own, first in its transaction, or use SET replica_gate.require_lsn; otherwise run the read on the primary.")));
+	switch (mode)
+	{
+		case RG_MODE_REPLAY:
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_REPLICA_BEHIND),
+					 errmsg("timed out after %d ms waiting for target %s to be replayed",
+							timeout_ms, t),
+					 errdetail("The last replayed LSN is %s.", p),
+					 errhint("Run the read on the primary, or wait longer.")));
+			break;
+		case RG_MODE_WRITE:
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_REPLICA_BEHIND),
+					 errmsg("timed out after %d ms waiting for target %s to be written",
+							timeout_ms, t),
+					 errdetail("The last written LSN is %s.", p),
+					 errhint("Run the read on the primary, or wait longer.")));
+			break;
+		case RG_MODE_FLUSH:
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_REPLICA_BEHIND),
+					 errmsg("timed out after %d ms waiting for target %s to be flushed",
+							timeout_ms, t),
+					 errdetail("The last flushed LSN is %s.", p),
+					 errhint("Run the read on the primary, or wait longer.")));
+			break;
+	}
+}
 
 /*
  * rg_gate_mode_arg
@@ -37,25 +245,37 @@ PG_FUNCTION_INFO_V1(rg_require_lsn_text);
 static RgWaitMode
 rg_gate_mode_arg(FunctionCallInfo fcinfo, int argno)
 {
+	static const char *const names[RG_NMODES] = {"replay", "write", "flush"};
+	char	   *name;
+
 	if (PG_NARGS() <= argno)
 		return RG_MODE_REPLAY;
 	if (PG_ARGISNULL(argno))
 		ereport(ERROR,
 				(errcode(ERRCODE_NULL_VALUE_NOT_ALLOWED),
 				 errmsg("\"mode\" must not be null")));
-	return rg_wait_mode(text_to_cstring(PG_GETARG_TEXT_PP(argno)));
+	name = text_to_cstring(PG_GETARG_TEXT_PP(argno));
+	for (int i = 0; i < RG_NMODES; i++)
+		if (strcmp(name, names[i]) == 0)
+			return (RgWaitMode) i;
+	ereport(ERROR,
+			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+			 errmsg("unrecognized value for \"mode\": \"%s\"", name),
+			 errhint("Valid values are \"replay\", \"write\" and \"flush\".")));
+	pg_unreachable();
 }
 
 /*
  * rg_gate_target_arg
  *		The target in the first argument, a pg_lsn or text; false if NULL.
- *		Fails first after a SET form that did not wait (rg_check_missed_set).
+ *		Fails first after a SET form that did not wait, then (for a target)
+ *		in a transaction whose snapshot was already taken.
  */
 static bool
-rg_gate_target_arg(FunctionCallInfo fcinfo, bool is_text, RgTarget *target)
+rg_gate_target_arg(FunctionCallInfo fcinfo, bool is_text, const char *gate_name,
+				   RgTarget *target)
 {
-	/* even "nothing to wait for" must not pass after an unchecked SET */
-	rg_check_missed_set();
+	rg_gate_check_missed_set();
 	if (PG_ARGISNULL(0))
 		return false;
 	if (is_text)
@@ -65,6 +285,7 @@ rg_gate_target_arg(FunctionCallInfo fcinfo, bool is_text, RgTarget *target)
 		target->lsn = PG_GETARG_LSN(0);
 		target->tli = 0;
 	}
+	rg_gate_check_snapshot(gate_name);
 	return true;
 }
 
@@ -79,10 +300,9 @@ rg_gate_caught_up(FunctionCallInfo fcinfo, bool is_text)
 	RgTarget	target;
 	XLogRecPtr	position;
 
-	if (!rg_gate_target_arg(fcinfo, is_text, &target))
+	if (!rg_gate_target_arg(fcinfo, is_text, "replica_gate.caught_up", &target))
 		PG_RETURN_BOOL(true);
-	rg_check_xact_snapshot("replica_gate.caught_up");
-	PG_RETURN_BOOL(rg_wait_for_target(&target, mode, 0, NULL, &position) ==
+	PG_RETURN_BOOL(rg_gate_wait(&target, mode, 0, NULL, &position) ==
 				   RG_WAIT_REACHED);
 }
 
@@ -93,22 +313,17 @@ rg_gate_caught_up(FunctionCallInfo fcinfo, bool is_text)
 static Datum
 rg_gate_wait_for_lsn(FunctionCallInfo fcinfo, bool is_text)
 {
-	int			timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
+	int			timeout = rg_gate_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
 	RgWaitMode	mode = rg_gate_mode_arg(fcinfo, 2);
 	RgTarget	target;
 	RgGuard		guard;
 	XLogRecPtr	position;
-	RgWaitResult result;
 
-	if (!rg_gate_target_arg(fcinfo, is_text, &target))
+	if (!rg_gate_target_arg(fcinfo, is_text, "replica_gate.wait_for_lsn", &target))
 		PG_RETURN_BOOL(true);
-	rg_check_xact_snapshot("replica_gate.wait_for_lsn");
-
 	rg_guard_prepare(&guard, fcinfo);
-	result = rg_wait_for_target(&target, mode, timeout, &guard, &position);
-	if (result == RG_WAIT_NOT_IN_RECOVERY)
-		rg_report_not_in_recovery(&target, mode, position);
-	PG_RETURN_BOOL(result == RG_WAIT_REACHED);
+	PG_RETURN_BOOL(rg_gate_wait(&target, mode, timeout, &guard, &position) ==
+				   RG_WAIT_REACHED);
 }
 
 /*
@@ -118,16 +333,15 @@ rg_gate_wait_for_lsn(FunctionCallInfo fcinfo, bool is_text)
 static Datum
 rg_gate_require_lsn(FunctionCallInfo fcinfo, bool is_text)
 {
-	int			timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
+	int			timeout = rg_gate_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
 	RgWaitMode	mode = rg_gate_mode_arg(fcinfo, 2);
 	RgTarget	target;
 	RgGuard		guard;
 
-	if (!rg_gate_target_arg(fcinfo, is_text, &target))
+	if (!rg_gate_target_arg(fcinfo, is_text, "replica_gate.require_lsn", &target))
 		PG_RETURN_VOID();
-	rg_check_xact_snapshot("replica_gate.require_lsn");
 	rg_guard_prepare(&guard, fcinfo);
-	rg_require_target(&target, mode, timeout, &guard);
+	rg_gate_require(&target, mode, timeout, &guard);
 	PG_RETURN_VOID();
 }
 

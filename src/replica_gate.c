@@ -22,7 +22,11 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 
-#include "replica_gate.h"
+#include "guard.h"
+#include "set_gate.h"
+#include "shmem.h"
+#include "token.h"
+#include "watcher.h"
 
 RG_MODULE_MAGIC;
 
@@ -102,6 +106,6 @@ _PG_init(void)
 
 	rg_shmem_install_hooks();
 #ifndef RG_HAVE_CORE_WAIT
-	rg_worker_register();
+	rg_watcher_register();
 #endif
 }

@@ -33,7 +33,11 @@
 #include "utils/builtins.h"
 #include "utils/snapmgr.h"
 
-#include "replica_gate.h"
+#include "gate.h"
+#include "guard.h"
+#include "set_gate.h"
+#include "target.h"
+#include "token.h"
 
 #define RG_GATE_GUC "replica_gate.require_lsn"
 
@@ -44,12 +48,6 @@ static bool rg_gate_passed = false;
 
 /* True while the parameter is being defined (the library is loading). */
 static bool rg_gate_defining = false;
-
-/*
- * A SET of the parameter ran in this session before the library was loaded:
- * it did not wait, and the next gate of the session must fail.
- */
-static bool rg_gate_missed = false;
 
 static ProcessUtility_hook_type rg_prev_utility_hook = NULL;
 
@@ -74,7 +72,7 @@ rg_check_gate_guc(char **newval, void **extra, GucSource source)
 	 */
 	if (rg_gate_defining)
 	{
-		rg_gate_missed = true;
+		rg_gate_note_missed_set();
 		GUC_check_errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE);
 		GUC_check_errmsg("SET %s ran before replica_gate was loaded in this session, and did not wait",
 						 RG_GATE_GUC);
@@ -100,7 +98,7 @@ rg_set_gate_wait(VariableSetStmt *stmt)
 	char	   *value = ExtractSetVariableArgs(stmt);
 	RgTarget	target;
 
-	rg_check_missed_set();
+	rg_gate_check_missed_set();
 	if (value == NULL || value[0] == '\0')
 		return;
 	rg_target_parse(value, &target);
@@ -140,27 +138,7 @@ rg_set_gate_wait(VariableSetStmt *stmt)
 						RG_GATE_GUC),
 				 errdetail("A snapshot held during the wait can block the replay being waited for.")));
 
-	rg_require_target(&target, RG_MODE_REPLAY, rg_effective_timeout(true, 0),
-					  NULL);
-}
-
-/*
- * rg_check_missed_set
- *		Fail the first gate after a SET of the parameter that ran before the
- *		library was loaded in this session (see rg_check_gate_guc): the
- *		application believes its reads since then were gated.
- */
-void
-rg_check_missed_set(void)
-{
-	if (!rg_gate_missed)
-		return;
-	rg_gate_missed = false;
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("an earlier SET %s in this session did not wait", RG_GATE_GUC),
-			 errdetail("It ran before replica_gate was loaded in this session, so the reads after it were not gated."),
-			 errhint("Add replica_gate to shared_preload_libraries on this server; clients can check for the parameter replica_gate.version that it then reports at connection start.")));
+	rg_gate_require(&target, RG_MODE_REPLAY, rg_gate_timeout(true, 0), NULL);
 }
 
 /* Hand a utility statement to the next hook, or to core. */

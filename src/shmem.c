@@ -14,7 +14,10 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 
-#include "replica_gate.h"
+#include "shmem.h"
+#include "stats.h"
+#include "upstream.h"
+#include "watcher.h"
 
 #if PG_VERSION_NUM >= 150000
 static shmem_request_hook_type rg_prev_shmem_request_hook = NULL;

@@ -30,7 +30,11 @@
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 
-#include "replica_gate.h"
+#include "gate.h"
+#include "guard.h"
+#include "stats.h"
+#include "upstream.h"
+#include "wait.h"
 
 /* How often a bounded-staleness wait re-checks the bound. */
 #define RG_FRESH_RECHECK_MS		10
@@ -183,7 +187,7 @@ rg_fresh_enough(int64 limit_us, int64 *bound_us)
  *
  * Nothing signals a keepalive's arrival, so the wait re-checks every
  * RG_FRESH_RECHECK_MS.  A node promoted meanwhile is a primary: fresh.  The
- * guard keeps the wait from holding back replay (replay_guard.c).
+ * guard keeps the wait from holding back replay (guard.c).
  */
 static RgWaitResult
 rg_wait_fresh(int64 limit_us, int timeout_ms, RgGuard *guard, int64 *bound_us)
@@ -192,12 +196,12 @@ rg_wait_fresh(int64 limit_us, int timeout_ms, RgGuard *guard, int64 *bound_us)
 	TimestampTz start;
 	TimestampTz deadline;
 
-	if (rg_gate_decided(rg_fresh_enough(limit_us, bound_us), timeout_ms,
+	if (rg_wait_start(rg_fresh_enough(limit_us, bound_us), timeout_ms,
 						&result, &start, &deadline))
 		return result;
 	rg_guard_begin(guard);
 
-	PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(&start));
+	PG_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, PointerGetDatum(&start));
 	{
 		for (;;)
 		{
@@ -213,7 +217,7 @@ rg_wait_fresh(int64 limit_us, int timeout_ms, RgGuard *guard, int64 *bound_us)
 				result = RG_WAIT_GAVE_WAY;
 				break;
 			}
-			if (!rg_gate_sleep(deadline,
+			if (!rg_wait_sleep(deadline,
 							   look_ms > 0 ? Min(look_ms, RG_FRESH_RECHECK_MS) :
 							   RG_FRESH_RECHECK_MS,
 							   RG_WAIT_EVENT(rg_fresh_event, "ReplicaGateWaitFresh")))
@@ -223,7 +227,7 @@ rg_wait_fresh(int64 limit_us, int timeout_ms, RgGuard *guard, int64 *bound_us)
 			}
 		}
 	}
-	PG_END_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(&start));
+	PG_END_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, PointerGetDatum(&start));
 	rg_stats_count(result, start);
 	return result;
 }
@@ -249,13 +253,14 @@ rg_staleness_sql(PG_FUNCTION_ARGS)
 Datum
 rg_fresh_within(PG_FUNCTION_ARGS)
 {
-	int			timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
+	int			timeout = rg_gate_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
 	RgGuard		guard;
 	int64		bound;
 
+	rg_gate_check_missed_set();
 	if (PG_ARGISNULL(0))
 		PG_RETURN_BOOL(true);
-	rg_check_xact_snapshot("replica_gate.fresh_within");
+	rg_gate_check_snapshot("replica_gate.fresh_within");
 	rg_guard_prepare(&guard, fcinfo);
 	PG_RETURN_BOOL(rg_wait_fresh(rg_limit_us(PG_GETARG_INTERVAL_P(0)),
 								 timeout, &guard, &bound) == RG_WAIT_REACHED);
@@ -268,25 +273,26 @@ rg_fresh_within(PG_FUNCTION_ARGS)
 Datum
 rg_require_fresh(PG_FUNCTION_ARGS)
 {
-	int			timeout = rg_effective_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
+	int			timeout = rg_gate_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
 	Interval   *limit;
 	RgGuard		guard;
 	int64		bound;
 	RgWaitResult result;
 
+	rg_gate_check_missed_set();
 	if (PG_ARGISNULL(0))
 		PG_RETURN_VOID();
-	rg_check_xact_snapshot("replica_gate.require_fresh");
+	rg_gate_check_snapshot("replica_gate.require_fresh");
 	limit = PG_GETARG_INTERVAL_P(0);
 	rg_guard_prepare(&guard, fcinfo);
 	result = rg_wait_fresh(rg_limit_us(limit), timeout, &guard, &bound);
 	if (result == RG_WAIT_GAVE_WAY)
 		ereport(ERROR,
 				(errcode(ERRCODE_RG_REPLICA_BEHIND),
-				 errmsg("gate gave way to replay before the replica was within %s of the primary",
+				 errmsg("gate on staleness %s gave way to replay",
 						DatumGetCString(DirectFunctionCall1(interval_out,
 															IntervalPGetDatum(limit)))),
-				 errdetail("Replay on this standby was waiting on a recovery conflict that the snapshot or locks of the gate's statement could cause."),
+				 errdetail("Replay on this standby was waiting on a recovery conflict that the snapshot, locks or buffer pins of the gate's statement could cause."),
 				 errhint("Call the gate as a statement of its own, first in its transaction; otherwise run the read on the primary.")));
 	if (result != RG_WAIT_REACHED)
 		ereport(ERROR,

@@ -19,7 +19,7 @@
 #include "storage/shmem.h"
 #include "utils/timestamp.h"
 
-#include "replica_gate.h"
+#include "stats.h"
 
 /* Upper bounds (ms) of the wait-time histogram; one more bucket for above. */
 static const int64 rg_hist_bounds_ms[] = {1, 10, 100, 1000, 10000};

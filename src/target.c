@@ -12,14 +12,31 @@
  * timeline-blind: after a failover, WAL of the new timeline reaches the same
  * number whether or not it contains the write.
  *
+ * Also where this standby is, in each wait mode, to compare with a target.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/timeline.h"
+#include "fmgr.h"
 #include "nodes/pg_list.h"
+#include "replication/walreceiver.h"
+#include "utils/builtins.h"
+#include "utils/pg_lsn.h"
 
-#include "replica_gate.h"
+#include "target.h"
+
+/*
+ * rg_lsn_text
+ *		An LSN as text, exactly as this server's pg_lsn output prints it
+ *		(%X/%X before 19, %X/%08X from 19 on), in tokens and messages alike.
+ */
+char *
+rg_lsn_text(XLogRecPtr lsn)
+{
+	return DatumGetCString(DirectFunctionCall1(pg_lsn_out, LSNGetDatum(lsn)));
+}
 
 /*
  * rg_token_text
@@ -29,6 +46,18 @@ char *
 rg_token_text(TimeLineID tli, XLogRecPtr lsn)
 {
 	return psprintf("%u:%s", tli, rg_lsn_text(lsn));
+}
+
+/*
+ * rg_target_text
+ *		A target as a gate takes it: the token, or the plain LSN.
+ */
+char *
+rg_target_text(const RgTarget *target)
+{
+	if (target->tli == 0)
+		return rg_lsn_text(target->lsn);
+	return rg_token_text(target->tli, target->lsn);
 }
 
 /*
@@ -162,4 +191,34 @@ rg_target_reached(const RgTarget *target, XLogRecPtr position,
 						   target->tli, rg_lsn_text(end), tli),
 				 errhint("Tell the user the write was lost, or redo it; waiting or reading elsewhere will not bring it back.")));
 	return position >= target->lsn;
+}
+
+/*
+ * rg_standby_position
+ *		How far this standby is in "mode", and on which timeline: the replay
+ *		position, or what the walreceiver has written or flushed.  WAL up to
+ *		the replay position is on disk here whatever brought it (archive,
+ *		pg_wal, an earlier stream), so it is the floor of the other two, as
+ *		for core's WAIT FOR.  "tli" may be NULL.
+ */
+XLogRecPtr
+rg_standby_position(RgWaitMode mode, TimeLineID *tli)
+{
+	TimeLineID	replay_tli;
+	TimeLineID	received_tli;
+	XLogRecPtr	replayed = GetXLogReplayRecPtr(&replay_tli);
+	XLogRecPtr	received;
+
+	if (mode == RG_MODE_REPLAY)
+	{
+		if (tli)
+			*tli = replay_tli;
+		return replayed;
+	}
+	received = GetWalRcvFlushRecPtr(NULL, &received_tli);
+	if (mode == RG_MODE_WRITE)
+		received = Max(received, GetWalRcvWriteRecPtr());
+	if (tli)
+		*tli = received > replayed ? received_tli : replay_tli;
+	return Max(received, replayed);
 }

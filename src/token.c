@@ -21,7 +21,8 @@
 #include "utils/guc.h"
 #include "utils/pg_lsn.h"
 
-#include "replica_gate.h"
+#include "target.h"
+#include "token.h"
 
 #define RG_TOKEN_GUC "replica_gate.last_commit_token"
 
@@ -93,17 +94,6 @@ rg_token_utility_done(Node *parsetree)
 	if (IsA(parsetree, TransactionStmt) &&
 		((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED)
 		rg_token_set(XactLastRecEnd);
-}
-
-/*
- * rg_lsn_text
- *		An LSN as text, exactly as this server's pg_lsn output prints it
- *		(%X/%X before 19, %X/%08X from 19 on), in tokens and messages alike.
- */
-char *
-rg_lsn_text(XLogRecPtr lsn)
-{
-	return DatumGetCString(DirectFunctionCall1(pg_lsn_out, LSNGetDatum(lsn)));
 }
 
 /*

@@ -44,7 +44,7 @@
 #include "storage/spin.h"
 #include "utils/timestamp.h"
 
-#include "replica_gate.h"
+#include "upstream.h"
 
 /* How long the question may take, and how long to wait after a failure. */
 #define RG_UPSTREAM_TIMEOUT_MS		2000

@@ -1,15 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * wait.c
- *		Waiting until this server has replayed (or received) a target LSN:
- *		the wait loop, timeout rules, and the snapshot rules that decide
- *		whether a successful gate really lets the following reads see the
- *		write.
+ *		Waiting on a standby until it has replayed (or received) a target:
+ *		the wait loop and its sleep, counted in the statistics and cleaned
+ *		up on error.  The callers (gate.c, set_gate.c, staleness.c) check
+ *		the arguments, apply the snapshot rules and word the errors.
  *
- * On PostgreSQL 19 and later the wait goes through core's waiter machinery
+ * On PostgreSQL 19 and later the sleep goes through core's waiter machinery
  * (WaitForLSN(), woken by the startup process and the walreceiver); before
- * that through replica_gate's own registry, woken by the replay watcher, or
- * by polling when the library is not preloaded.
+ * that through the replay watcher's registry (watcher.h), or by polling
+ * when the library is not preloaded.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,15 +17,15 @@
 
 #include <math.h>
 
-#include "access/xact.h"
 #include "miscadmin.h"
-#include "replication/walreceiver.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
-#include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "replica_gate.h"
+#include "stats.h"
+#include "target.h"
+#include "wait.h"
+#include "watcher.h"
 
 #ifdef RG_HAVE_CORE_WAIT
 /*
@@ -45,58 +45,17 @@
 
 static uint32 rg_wait_event = 0;
 
-static const char *const rg_mode_names[RG_NMODES] = {"replay", "write", "flush"};
-static const char *const rg_mode_verbs[RG_NMODES] = {"replayed", "written", "flushed"};
-
 /*
- * rg_effective_timeout
- *		The timeout a gate uses: NULL means replica_gate.default_timeout, and
- *		every wait is capped by replica_gate.max_timeout.
- */
-int
-rg_effective_timeout(bool isnull, int32 timeout_ms)
-{
-	int			timeout = isnull ? rg_default_timeout : timeout_ms;
-
-	if (timeout < 0)
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("\"timeout_ms\" must not be negative")));
-	return Min(timeout, rg_max_timeout);
-}
-
-/*
- * rg_check_xact_snapshot
- *		Checks every gate function makes first.  Fail after a SET form that
- *		did not wait (see rg_check_missed_set).  Refuse to gate once a
- *		REPEATABLE READ or SERIALIZABLE transaction has taken its snapshot:
- *		that snapshot predates the wait and can never see the write, so
- *		reporting success would be a lie.
- */
-void
-rg_check_xact_snapshot(const char *gate_name)
-{
-	rg_check_missed_set();
-	if (IsolationUsesXactSnapshot() && FirstSnapshotSet)
-		ereport(ERROR,
-				(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
-				 errmsg("%s() cannot be used after the transaction snapshot was taken",
-						gate_name),
-				 errdetail("A REPEATABLE READ or SERIALIZABLE transaction reads from the snapshot of its first statement, which cannot see data replayed later."),
-				 errhint("Gate before BEGIN, or make SET LOCAL replica_gate.require_lsn = '...' the first statement of the transaction.")));
-}
-
-/*
- * rg_gate_decided
- *		Shared start of the gates' wait loops.  When the first check already
- *		decides the gate (it passed, or the timeout is 0), count the call and
- *		return true with *result set.  Otherwise the gate is about to sleep:
- *		set *start and *deadline and return false; the caller then waits
- *		under PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(start)).
+ * rg_wait_start
+ *		Shared start of the wait loops.  When the first check already
+ *		decides (it passed, or the timeout is 0), count the call and return
+ *		true with *result set.  Otherwise the caller is about to sleep: set
+ *		*start and *deadline and return false; the caller then waits under
+ *		PG_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, PointerGetDatum(start)).
  */
 bool
-rg_gate_decided(bool passed, int timeout_ms, RgWaitResult *result,
-				TimestampTz *start, TimestampTz *deadline)
+rg_wait_start(bool passed, int timeout_ms, RgWaitResult *result,
+			  TimestampTz *start, TimestampTz *deadline)
 {
 	if (passed || timeout_ms <= 0)
 	{
@@ -111,15 +70,14 @@ rg_gate_decided(bool passed, int timeout_ms, RgWaitResult *result,
 }
 
 /*
- * rg_gate_sleep
- *		Shared sleep of the gates' wait loops: sleep on our latch until
- *		"deadline", or at most cap_ms if that is positive, then reset the
- *		latch and process interrupts; the caller re-checks its condition
- *		afterwards.  Returns false, without sleeping, once the deadline has
- *		passed.
+ * rg_wait_sleep
+ *		Shared sleep of the wait loops: sleep on our latch until "deadline",
+ *		or at most cap_ms if that is positive, then reset the latch and
+ *		process interrupts; the caller re-checks its condition afterwards.
+ *		Returns false, without sleeping, once the deadline has passed.
  */
 bool
-rg_gate_sleep(TimestampTz deadline, long cap_ms, uint32 wait_event)
+rg_wait_sleep(TimestampTz deadline, long cap_ms, uint32 wait_event)
 {
 	/* rounded up, so that a wait never spins on a 0 ms sleep */
 	long		ms = (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
@@ -136,17 +94,18 @@ rg_gate_sleep(TimestampTz deadline, long cap_ms, uint32 wait_event)
 }
 
 /*
- * rg_gate_cleanup
- *		Error and exit cleanup of a sleeping gate: leave the waiters' registry
- *		(a no-op if not in it) and count the wait as ended by an error.
+ * rg_wait_cleanup
+ *		Error and exit cleanup of a sleeping wait: leave the waiters'
+ *		registry (a no-op if not in it) and count the wait as ended by an
+ *		error.
  *
- * "arg" points to when the gate started sleeping.  It must be a pointer:
+ * "arg" points to when the wait started sleeping.  It must be a pointer:
  * PG_ENSURE_ERROR_CLEANUP compares the Datums given at its start and end,
  * and on 32-bit builds of 13-18 TimestampTzGetDatum() allocates a new one
  * each time.
  */
 void
-rg_gate_cleanup(int code, Datum arg)
+rg_wait_cleanup(int code, Datum arg)
 {
 #ifdef RG_HAVE_CORE_WAIT
 	WaitLSNCleanup();
@@ -157,60 +116,12 @@ rg_gate_cleanup(int code, Datum arg)
 }
 
 /*
- * rg_wait_mode
- *		The wait mode named by a gate's "mode" argument.
- */
-RgWaitMode
-rg_wait_mode(const char *name)
-{
-	for (int i = 0; i < RG_NMODES; i++)
-		if (strcmp(name, rg_mode_names[i]) == 0)
-			return (RgWaitMode) i;
-	ereport(ERROR,
-			(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-			 errmsg("unrecognized value for \"mode\": \"%s\"", name),
-			 errhint("Valid values are \"replay\", \"write\" and \"flush\".")));
-	pg_unreachable();
-}
-
-/*
- * rg_standby_position
- *		How far this standby is in "mode", and on which timeline: the replay
- *		position, or what the walreceiver has written or flushed.  WAL up to
- *		the replay position is on disk here whatever brought it (archive,
- *		pg_wal, an earlier stream), so it is the floor of the other two, as
- *		for core's WAIT FOR.  "tli" may be NULL.
- */
-XLogRecPtr
-rg_standby_position(RgWaitMode mode, TimeLineID *tli)
-{
-	TimeLineID	replay_tli;
-	TimeLineID	received_tli;
-	XLogRecPtr	replayed = GetXLogReplayRecPtr(&replay_tli);
-	XLogRecPtr	received;
-
-	if (mode == RG_MODE_REPLAY)
-	{
-		if (tli)
-			*tli = replay_tli;
-		return replayed;
-	}
-	received = GetWalRcvFlushRecPtr(NULL, &received_tli);
-	if (mode == RG_MODE_WRITE)
-		received = Max(received, GetWalRcvWriteRecPtr());
-	if (tli)
-		*tli = received > replayed ? received_tli : replay_tli;
-	return Max(received, replayed);
-}
-
-/*
- * rg_standby_reached
+ * rg_wait_reached
  *		Has this standby reached "target" in "mode"?  Sets *position; raises
  *		RG002 or RG003 for a token this server's history excludes.
  */
 static bool
-rg_standby_reached(const RgTarget *target, RgWaitMode mode,
-				   XLogRecPtr *position)
+rg_wait_reached(const RgTarget *target, RgWaitMode mode, XLogRecPtr *position)
 {
 	TimeLineID	tli;
 
@@ -218,52 +129,14 @@ rg_standby_reached(const RgTarget *target, RgWaitMode mode,
 	return rg_target_reached(target, *position, tli, true);
 }
 
-/*
- * rg_target_text
- *		"LSN <lsn>" or "token <token>", for messages.
- */
-static char *
-rg_target_text(const RgTarget *target)
-{
-	if (target->tli == 0)
-		return psprintf("LSN %s", rg_lsn_text(target->lsn));
-	return psprintf("token %s", rg_token_text(target->tli, target->lsn));
-}
-
-/*
- * rg_wait_on_primary
- *		On a server that is not in recovery everything up to the WAL insert
- *		position exists; a target beyond it cannot be a token of this server.
- *		The write and flush modes promise the WAL is on disk here: flush it.
- */
-static RgWaitResult
-rg_wait_on_primary(const RgTarget *target, RgWaitMode mode,
-				   XLogRecPtr *position)
-{
-	XLogRecPtr	insert = GetXLogInsertRecPtr();
-
-	if (!rg_target_reached(target, insert, RG_INSERT_TLI(), false))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
-				 errmsg("target %s is beyond the WAL insert position %s of this server",
-						rg_target_text(target), rg_lsn_text(insert)),
-				 errdetail("This server is not in recovery, and it has written WAL only up to its insert position."),
-				 errhint("Use a token taken from this server, or gate on a standby of it.")));
-	if (mode != RG_MODE_REPLAY)
-		XLogFlush(target->lsn);
-	*position = insert;
-	rg_stats_count(RG_WAIT_REACHED, 0);
-	return RG_WAIT_REACHED;
-}
-
 #ifdef RG_HAVE_CORE_WAIT
 /*
- * rg_sleep_for_lsn
+ * rg_wait_for_lsn
  *		Sleep until "lsn" is reached in "mode", recovery ends or "until"
  *		passes, in core's waiter machinery.  The caller re-checks.
  */
 static void
-rg_sleep_for_lsn(XLogRecPtr lsn, RgWaitMode mode, TimestampTz until)
+rg_wait_for_lsn(XLogRecPtr lsn, RgWaitMode mode, TimestampTz until)
 {
 	static const WaitLSNType types[RG_NMODES] = {
 		WAIT_LSN_TYPE_STANDBY_REPLAY,
@@ -283,7 +156,7 @@ rg_sleep_for_lsn(XLogRecPtr lsn, RgWaitMode mode, TimestampTz until)
 }
 #else
 /*
- * rg_sleep_for_lsn
+ * rg_wait_for_lsn
  *		Sleep until "lsn" is reached in "mode", recovery ends or "until"
  *		passes.  The caller re-checks.
  *
@@ -293,7 +166,7 @@ rg_sleep_for_lsn(XLogRecPtr lsn, RgWaitMode mode, TimestampTz until)
  * poll_interval.
  */
 static void
-rg_sleep_for_lsn(XLogRecPtr lsn, RgWaitMode mode, TimestampTz until)
+rg_wait_for_lsn(XLogRecPtr lsn, RgWaitMode mode, TimestampTz until)
 {
 	bool		linked = rg_registry_link(lsn, mode);
 
@@ -305,7 +178,7 @@ rg_sleep_for_lsn(XLogRecPtr lsn, RgWaitMode mode, TimestampTz until)
 			linked = false;
 
 		/* Linked, the watcher wakes us; otherwise poll. */
-		if (!rg_gate_sleep(until,
+		if (!rg_wait_sleep(until,
 						   linked ? 0 : (long) ceil(rg_poll_interval),
 						   RG_WAIT_EVENT(rg_wait_event, "ReplicaGateWaitReplay")))
 			break;
@@ -316,19 +189,19 @@ rg_sleep_for_lsn(XLogRecPtr lsn, RgWaitMode mode, TimestampTz until)
 
 /*
  * rg_wait_for_target
- *		Wait until this server has reached "target" in "mode" (replayed,
+ *		Wait until this standby has reached "target" in "mode" (replayed,
  *		written or flushed it), at most timeout_ms (0: check once).  Sets
- *		*position to the last position seen.
+ *		*position to the last position seen.  The caller has made sure this
+ *		server is in recovery.
  *
- * On a primary it answers at once (see rg_wait_on_primary).  If recovery
- * ends during the wait, the answer is "reached" only when the target was
- * reached before it ended; WAL this server did not replay never counts.
- * The timeline of a token can change during the wait (this standby follows
- * a promoted primary), so a token's wait re-checks it every
+ * If recovery ends during the wait, the answer is "reached" only when the
+ * target was reached before it ended; WAL this server did not replay never
+ * counts.  The timeline of a token can change during the wait (this standby
+ * follows a promoted primary), so a token's wait re-checks it every
  * RG_TIMELINE_RECHECK_MS, and raises RG002 as soon as the history it
  * follows excludes the write.  A function-form gate passes a guard (see
- * replay_guard.c): the wait then never holds back replay, and ends early
- * (RG_WAIT_GAVE_WAY) when it might.
+ * guard.c): the wait then never holds back replay, and ends early
+ * (RG_WAIT_GAVE_WAY) where it might.
  */
 RgWaitResult
 rg_wait_for_target(const RgTarget *target, RgWaitMode mode, int timeout_ms,
@@ -338,16 +211,13 @@ rg_wait_for_target(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 	TimestampTz start;
 	TimestampTz deadline;
 
-	if (!RecoveryInProgress())
-		return rg_wait_on_primary(target, mode, position);
-
-	if (rg_gate_decided(rg_standby_reached(target, mode, position), timeout_ms,
-						&result, &start, &deadline))
+	if (rg_wait_start(rg_wait_reached(target, mode, position), timeout_ms,
+					  &result, &start, &deadline))
 		return result;
 	if (guard != NULL)
 		rg_guard_begin(guard);
 
-	PG_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(&start));
+	PG_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, PointerGetDatum(&start));
 	{
 		for (;;)
 		{
@@ -376,9 +246,9 @@ rg_wait_for_target(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 			 */
 			if (rg_standby_position(mode, NULL) < target->lsn &&
 				rg_guard_poll_ms(guard) == 0)
-				rg_sleep_for_lsn(target->lsn, mode, until);
+				rg_wait_for_lsn(target->lsn, mode, until);
 			else
-				(void) rg_gate_sleep(until, 0,
+				(void) rg_wait_sleep(until, 0,
 									 RG_WAIT_EVENT(rg_wait_event, "ReplicaGateWaitReplay"));
 
 			/*
@@ -387,7 +257,7 @@ rg_wait_for_target(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 			 * seeing recovery ended is final.
 			 */
 			in_recovery = RecoveryInProgress();
-			if (rg_standby_reached(target, mode, position))
+			if (rg_wait_reached(target, mode, position))
 				result = RG_WAIT_REACHED;
 			else if (!in_recovery)
 				result = RG_WAIT_NOT_IN_RECOVERY;
@@ -398,56 +268,8 @@ rg_wait_for_target(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 			break;
 		}
 	}
-	PG_END_ENSURE_ERROR_CLEANUP(rg_gate_cleanup, PointerGetDatum(&start));
+	PG_END_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, PointerGetDatum(&start));
 	rg_stats_count(result, start);
 
 	return result;
-}
-
-/*
- * rg_report_not_in_recovery
- *		Raise the error for a wait that recovery's end cut short.
- */
-void
-rg_report_not_in_recovery(const RgTarget *target, RgWaitMode mode,
-						  XLogRecPtr position)
-{
-	ereport(ERROR,
-			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-			 errmsg("recovery is not in progress"),
-			 errdetail("Recovery ended before target %s was %s; the last %s LSN is %s.",
-					   rg_target_text(target), rg_mode_verbs[mode],
-					   rg_mode_verbs[mode], rg_lsn_text(position))));
-}
-
-/*
- * rg_require_target
- *		rg_wait_for_target, raising an error unless the target was reached.
- */
-void
-rg_require_target(const RgTarget *target, RgWaitMode mode, int timeout_ms,
-				  RgGuard *guard)
-{
-	XLogRecPtr	position;
-	RgWaitResult result = rg_wait_for_target(target, mode, timeout_ms, guard,
-											 &position);
-
-	if (result == RG_WAIT_TIMEOUT)
-		ereport(ERROR,
-				(errcode(ERRCODE_RG_REPLICA_BEHIND),
-				 errmsg("replica has not %s %s within %d ms",
-						rg_mode_verbs[mode], rg_target_text(target), timeout_ms),
-				 errdetail("The last %s LSN is %s.",
-						   rg_mode_verbs[mode], rg_lsn_text(position)),
-				 errhint("Run the read on the primary, or wait longer.")));
-	if (result == RG_WAIT_GAVE_WAY)
-		ereport(ERROR,
-				(errcode(ERRCODE_RG_REPLICA_BEHIND),
-				 errmsg("gate gave way to replay before %s was %s",
-						rg_target_text(target), rg_mode_verbs[mode]),
-				 errdetail("Replay on this standby was waiting on a recovery conflict that the snapshot or locks of the gate's statement could cause. The last %s LSN is %s.",
-						   rg_mode_verbs[mode], rg_lsn_text(position)),
-				 errhint("Call the gate as a statement of its own, first in its transaction, or use SET replica_gate.require_lsn; otherwise run the read on the primary.")));
-	if (result == RG_WAIT_NOT_IN_RECOVERY)
-		rg_report_not_in_recovery(target, mode, position);
 }

@@ -94,7 +94,7 @@ SELECT throws_ok($$SELECT replica_gate.wait_for_lsn('0/1', -1)$$,
 SELECT throws_ok($$SELECT replica_gate.require_lsn(NULL, -1)$$,
 	'22023', '"timeout_ms" must not be negative', 'negative timeout with NULL target');
 SELECT throws_like($$SELECT replica_gate.caught_up('FFFFFFFF/FFFFFFFF')$$,
-	'target LSN FFFFFFFF/FFFFFFFF is beyond the WAL insert position %/% of this server',
+	'target FFFFFFFF/FFFFFFFF is beyond the WAL insert position %/% of this server',
 	'target beyond the primary''s WAL');
 SELECT throws_ok($$SELECT replica_gate.caught_up('FFFFFFFF/FFFFFFFF')$$, '22023');
 SELECT throws_ok($$SELECT replica_gate.caught_up('0/1', 'apply')$$,

@@ -102,7 +102,7 @@ my ($ret, $out, $err) = $standby->psql('postgres',
 	"\\set VERBOSITY verbose\nSELECT replica_gate.require_lsn('FFFFFFFF/FFFFFFFF', 100); SELECT 'read ran'");
 isnt($ret, 0, 'require_lsn fails on timeout');
 unlike($out, qr/read ran/, 'the read after a failed gate in the same query string did not run');
-like($err, qr/ERROR:  RG001: replica has not replayed LSN FFFFFFFF\/FFFFFFFF within 100 ms/,
+like($err, qr/ERROR:  RG001: timed out after 100 ms waiting for target FFFFFFFF\/FFFFFFFF to be replayed/,
 	'require_lsn raises RG001 naming the target');
 like($err, qr/DETAIL:  The last replayed LSN is [0-9A-F]+\/[0-9A-F]+\./,
 	'and the replay position');
@@ -113,7 +113,7 @@ my ($lsn_text, $replay_text) = split /\|/, $standby->safe_psql('postgres',
 	"SELECT 'FFFFFFFF/1'::pg_lsn::text, pg_last_wal_replay_lsn()::text");
 ($ret, $out, $err) = $standby->psql('postgres',
 	"SELECT replica_gate.require_lsn('FFFFFFFF/1', 0)");
-like($err, qr/replica has not replayed LSN \Q$lsn_text\E within 0 ms/,
+like($err, qr/timed out after 0 ms waiting for target \Q$lsn_text\E to be replayed/,
 	"the target prints as pg_lsn does ($lsn_text)");
 like($err, qr/The last replayed LSN is \Q$replay_text\E\./,
 	"so does the replay position ($replay_text)");
@@ -125,7 +125,7 @@ SET replica_gate.default_timeout = 100;
 SET replica_gate.require_lsn = '$lsn';
 SET replica_gate.require_lsn = 'FFFFFFFF/FFFFFFFF';
 SHOW replica_gate.require_lsn;}, on_error_stop => 0);
-like($err, qr/replica has not replayed LSN FFFFFFFF\/FFFFFFFF within 100 ms/,
+like($err, qr/timed out after 100 ms waiting for target FFFFFFFF\/FFFFFFFF to be replayed/,
 	'SET form raises the same error on timeout');
 is($out, $lsn, 'a failed SET leaves the value of the last SET that passed');
 
@@ -196,12 +196,13 @@ is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
 # --- 200 concurrent waiters ---------------------------------------------------
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
 $lsn = write_value('crowd');
-# Each waiter notes the server time it returned at in crowd.times.
+# Each waiter notes the server time it returned at in crowd.times: the gate
+# and the time in one query string (\;), the gate first, so that it is its
+# statement's only work and sleeps on its latch.
 my $script = $standby->basedir . '/crowd.sql';
 my $times = $standby->basedir . '/crowd.times';
-# (the gate as a statement of its own: it sleeps on its latch)
 PostgreSQL::Test::Utils::append_to_file($script,
-	"SELECT replica_gate.require_lsn('$lsn', 60000);\n"
+	"SELECT replica_gate.require_lsn('$lsn', 60000) \\; "
 	  . "SELECT extract(epoch FROM clock_timestamp()) AS woke \\gset\n"
 	  . "\\shell echo :woke >> $times\n");
 my ($pb_out, $pb_err) = ('', '');
@@ -221,12 +222,15 @@ $pgbench->finish;
 is($pgbench->result(0), 0, 'pgbench with 200 waiters succeeded');
 like($pb_out, qr/number of transactions actually processed: 200\/200/,
 	'all 200 waiters returned');
-# Waking 200 backends on 2 cores takes a few ms (bench/README.md); the
-# bound leaves room for a loaded machine and still fails a crowd that
-# waited for a re-check.
+# Waking 200 backends on 2 cores takes a few ms (bench/README.md), but each
+# then finishes its statement and runs the next before it notes the time:
+# about 0.7 ms of CPU each, so the last one notes it 70 to 190 ms after the
+# resume here.  The bound leaves room for a loaded machine and still fails
+# a crowd left to the 1 s safety re-check of 13 to 15 (a lost wake-up of a
+# single waiter, for every cause, is 012's to catch).
 my @woke = sort { $a <=> $b } split /\n/, slurp_file($times);
 is(scalar(@woke), 200, 'each of the 200 noted when it returned');
-cmp_ok($woke[-1] - $passed, '<', 0.1,
+cmp_ok($woke[-1] - $passed, '<', 0.4,
 	sprintf('the last of the 200 returned %.1f ms after replay passed the target',
 		($woke[-1] - $passed) * 1000));
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),

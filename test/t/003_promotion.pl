@@ -50,7 +50,7 @@ rg_bg_finish($beyond);
 like($beyond->{stderr}, qr/ERROR:  55000: recovery is not in progress/,
 	'target never replayed: recovery is not in progress');
 like($beyond->{stderr},
-	qr/DETAIL:  Recovery ended before target LSN FFFFFFFF\/FFFFFFFF was replayed; the last replayed LSN is [0-9A-F]+\/[0-9A-F]+\./,
+	qr/DETAIL:  Recovery ended before target FFFFFFFF\/FFFFFFFF was replayed; the last replayed LSN is [0-9A-F]+\/[0-9A-F]+\./,
 	'the detail names the target and the last replayed LSN');
 # On 16 to 18 the watcher learns of the end of recovery at its 100 ms
 # re-check of the replay condition variable; elsewhere at once.
@@ -65,7 +65,7 @@ is($standby->safe_psql('postgres', "SELECT replica_gate.caught_up('$lsn')"),
 	't', 'as a primary, an old token is caught up');
 my ($ret, $out, $err) = $standby->psql('postgres',
 	"SELECT replica_gate.caught_up('FFFFFFFF/FFFFFFFF')");
-like($err, qr/target LSN FFFFFFFF\/FFFFFFFF is beyond the WAL insert position/,
+like($err, qr/target FFFFFFFF\/FFFFFFFF is beyond the WAL insert position/,
 	'as a primary, a target beyond its WAL is an error');
 
 $standby->stop;

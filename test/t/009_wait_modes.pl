@@ -68,7 +68,7 @@ SELECT replica_gate.caught_up('$lsn', 'write'),
 
 my ($ret, $out, $err) = $standby->psql('postgres',
 	"\\set VERBOSITY verbose\nSELECT replica_gate.require_lsn('FFFFFFFF/FFFFFFFF', 50, 'write')");
-like($err, qr/RG001: replica has not written LSN FFFFFFFF\/FFFFFFFF within 50 ms/,
+like($err, qr/RG001: timed out after 50 ms waiting for target FFFFFFFF\/FFFFFFFF to be written/,
 	'require_lsn in write mode names the mode on timeout');
 like($err, qr/DETAIL:  The last written LSN is [0-9A-F]+\/[0-9A-F]+\./,
 	'and the last written position');

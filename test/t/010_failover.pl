@@ -129,7 +129,7 @@ is($s2->safe_psql('postgres', "SELECT replica_gate.wait_for_lsn('$new', 200)"),
 	'f', 'old-timeline standby: a timeline 2 token is not reached (it may be later)');
 ($ret, $out, $err) = $s2->psql('postgres',
 	"\\set VERBOSITY verbose\nSELECT replica_gate.require_lsn('$new', 100)");
-like($err, qr/RG001: replica has not replayed token \Q$new\E within 100 ms/,
+like($err, qr/RG001: timed out after 100 ms waiting for target \Q$new\E to be replayed/,
 	'old-timeline standby: require_lsn times out with RG001');
 
 # Two sessions wait on s2, then s2 follows the new primary: the timeline 2

@@ -131,8 +131,14 @@ $standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
 $token = $primary->safe_psql('postgres',
 	'INSERT INTO t VALUES (4); SELECT replica_gate.last_commit_token()');
 @w = waiters(20, $token, 'crowd', 1);
-sleep 1;
-my ($ret, $out, $err) = $standby->psql('postgres', 'SELECT 1');
+# until all 20 have connected, a connection attempt still gets a slot
+my ($ret, $out, $err);
+for (my $tries = 0; $tries < 300; $tries++)
+{
+	($ret, $out, $err) = $standby->psql('postgres', 'SELECT 1');
+	last if $err =~ /too many clients|remaining connection slots/;
+	sleep 0.1;
+}
 like($err, qr/too many clients|remaining connection slots/,
 	'every connection slot is taken by a waiter');
 check_waiters('all connection slots taken', @w);

@@ -55,21 +55,25 @@ my $bulk = rg_bg_start($primary,
 			 'DELETE FROM b WHERE x % 2 = 0', 'SELECT pg_sleep(0.3)') } 1 .. 20 ],
 	'bulk');
 
-# Readers: each gates 80 reads on what the standby has received, so that it
-# waits about the apply delay.
+# Readers: each gates 80 reads on what the standby has received (so that
+# it waits about the apply delay), taken first with \gset: a gate's target
+# must be a constant or a parameter for it to wait without its xmin.  psql
+# sends each statement of a script file on its own.
 my %forms = (
-	alone => 'SELECT replica_gate.require_lsn(pg_last_wal_receive_lsn(), 5000); SELECT v FROM u WHERE id = %d',
-	shared => 'SELECT v, replica_gate.wait_for_lsn(pg_last_wal_receive_lsn(), 5000) FROM u WHERE id = %d',
-	# one statement a query string, so that COMMIT ends a failed transaction
-	in_xact => "BEGIN\nSELECT v FROM u WHERE id = %d\nSELECT replica_gate.require_lsn(pg_last_wal_receive_lsn(), 5000)\nCOMMIT",
+	alone => "SELECT replica_gate.require_lsn(:'t', 5000);\nSELECT v FROM u WHERE id = %d;",
+	shared => "SELECT v, replica_gate.wait_for_lsn(:'t', 5000) FROM u WHERE id = %d;",
+	in_xact => "BEGIN;\nSELECT v FROM u WHERE id = %d;\nSELECT replica_gate.require_lsn(:'t', 5000);\nCOMMIT;",
 );
 my %readers;
 for my $form (sort keys %forms)
 {
+	my $script = $standby->basedir . "/$form.sql";
+	PostgreSQL::Test::Utils::append_to_file($script,
+		join('', map { "SELECT pg_last_wal_receive_lsn() AS t \\gset\n"
+				  . sprintf($forms{$form}, $_) . "\n" } 1 .. 80));
 	for my $n (1 .. 3)
 	{
-		$readers{"$form$n"} = rg_bg_start($standby,
-			[ map { split /\n/, sprintf($forms{$form}, $_) } 1 .. 80 ], "$form$n");
+		$readers{"$form$n"} = rg_bg_start($standby, "\\i $script", "$form$n");
 	}
 }
 
@@ -81,7 +85,7 @@ my %failed;
 for my $name (sort keys %readers)
 {
 	(my $form = $name) =~ s/\d+$//;
-	my @errors = $readers{$name}{stderr} =~ /^ERROR:/mg;
+	my @errors = $readers{$name}{stderr} =~ /ERROR:/g;
 	my $false = () = $readers{$name}{stdout} =~ /\|f$/mg;
 	$failed{$form} += @errors + $false;
 }

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * arrival.c
+ * watcher_arrival.c
  *		Tell the replay watcher when the walreceiver writes WAL into pg_wal,
  *		so that where the watcher must poll (no replay condition variable) it
  *		can sleep while no received WAL is waiting for replay.
@@ -24,7 +24,7 @@
 #include "access/xlog_internal.h"
 #include "storage/fd.h"
 
-#include "replica_gate.h"
+#include "watcher.h"
 
 #ifndef RG_HAVE_CORE_WAIT
 

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * worker.c
+ * watcher.c
  *		The replay watcher: one background worker that notices replay
  *		progress and wakes exactly the waiters whose target was reached.
  *
@@ -8,15 +8,15 @@
  * later it sleeps on WalSndCtl->wal_replay_cv, which the startup process
  * broadcasts after every replayed record (when hot_standby is on and
  * max_wal_senders > 0), while replay stands still, and polls while records
- * stream (see rg_worker_sleep).  Elsewhere nothing signals replay to an
+ * stream (see rg_watcher_sleep).  Elsewhere nothing signals replay to an
  * extension, so it polls the replay position -- except while a walreceiver
  * streams and every WAL byte it wrote has been replayed: then nothing can be
  * replayed before the walreceiver writes more, and the watcher sleeps until
- * it does (see arrival.c).
+ * it does (see watcher_arrival.c).
  *
  * Polling looks every replica_gate.poll_interval while a target is near, and
  * less often while every target is further than replay could get in that
- * time, up to every RG_FAR_POLL_MS (see rg_worker_poll_ms): looking every
+ * time, up to every RG_FAR_POLL_MS (see rg_watcher_poll_ms): looking every
  * poll_interval all through a long replay slows it (bench/README.md).
  *
  * When recovery ends it wakes everyone, so that waiters can tell whether
@@ -25,7 +25,7 @@
  *
  * Waiters in the write and flush modes are woken by the same scans: their
  * positions only move when the walreceiver writes, which either precedes a
- * replayed record (a broadcast) or ends a quiet sleep (arrival.c).
+ * replayed record (a broadcast) or ends a quiet sleep (watcher_arrival.c).
  *
  * Not built on PostgreSQL 19 and later: core's startup process and
  * walreceiver wake the waiters there (wait.c).
@@ -49,7 +49,8 @@
 #include "storage/condition_variable.h"
 #endif
 
-#include "replica_gate.h"
+#include "target.h"
+#include "watcher.h"
 
 #ifndef RG_HAVE_CORE_WAIT
 
@@ -82,7 +83,7 @@
  * How fast WAL is assumed to be replayed (or written, or flushed) at most,
  * in bytes per millisecond: 4 GB/s, many times what replay of full-page
  * images reaches.  While polling, the watcher need not look again before
- * the nearest target could be reached at this rate (rg_worker_poll_ms).
+ * the nearest target could be reached at this rate (rg_watcher_poll_ms).
  */
 #define RG_WAL_RATE_BOUND			(4.0 * 1024 * 1024)
 
@@ -94,12 +95,12 @@
  */
 #define RG_FAR_POLL_MS				10
 
-PGDLLEXPORT void rg_worker_main(Datum main_arg);
+PGDLLEXPORT void rg_watcher_main(Datum main_arg);
 
 static uint32 rg_idle_event = 0;
 static uint32 rg_watch_event = 0;
 
-/* Notifications of WAL arriving in pg_wal (arrival.c), or -1. */
+/* Notifications of WAL arriving in pg_wal (watcher_arrival.c), or -1. */
 static int	rg_arrival_fd = -1;
 
 /* The replay position at the previous look, and when WAL last moved. */
@@ -107,11 +108,11 @@ static XLogRecPtr rg_last_replayed = InvalidXLogRecPtr;
 static TimestampTz rg_last_activity = 0;
 
 /*
- * rg_worker_register
+ * rg_watcher_register
  *		Register the watcher; called from _PG_init during preload.
  */
 void
-rg_worker_register(void)
+rg_watcher_register(void)
 {
 	BackgroundWorker worker;
 
@@ -120,7 +121,7 @@ rg_worker_register(void)
 	worker.bgw_start_time = BgWorkerStart_ConsistentState;
 	worker.bgw_restart_time = 1;
 	snprintf(worker.bgw_library_name, BGW_MAXLEN, "replica_gate");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "rg_worker_main");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "rg_watcher_main");
 	snprintf(worker.bgw_name, BGW_MAXLEN, "replica_gate replay watcher");
 	snprintf(worker.bgw_type, BGW_MAXLEN, "replica_gate replay watcher");
 	RegisterBackgroundWorker(&worker);
@@ -128,14 +129,14 @@ rg_worker_register(void)
 
 /* before_shmem_exit callback: hand waiters back to polling. */
 static void
-rg_worker_exit(int code, Datum arg)
+rg_watcher_exit(int code, Datum arg)
 {
 	rg_registry_detach_watcher();
 }
 
 /* Does the watcher sleep on the replay condition variable (16+)? */
 static bool
-rg_worker_uses_replay_cv(void)
+rg_watcher_uses_replay_cv(void)
 {
 #ifdef RG_HAVE_REPLAY_CV
 	return AllowCascadeReplication();
@@ -145,12 +146,12 @@ rg_worker_uses_replay_cv(void)
 }
 
 /*
- * rg_worker_streaming
+ * rg_watcher_streaming
  *		Is a walreceiver streaming?  (Not WalRcvStreaming(), which also acts
  *		on a walreceiver that failed to start.)
  */
 static bool
-rg_worker_streaming(void)
+rg_watcher_streaming(void)
 {
 	WalRcvState state;
 
@@ -161,7 +162,7 @@ rg_worker_streaming(void)
 }
 
 /*
- * rg_worker_wal_pending
+ * rg_watcher_wal_pending
  *		While polling: can replay advance soon?  Everything counts as pending
  *		except this one state: a walreceiver streams, all the WAL it wrote is
  *		replayed, and neither has new WAL arrived in pg_wal nor has replay
@@ -178,7 +179,7 @@ rg_worker_streaming(void)
  * walreceiver has not published yet.
  */
 static bool
-rg_worker_wal_pending(XLogRecPtr replayed)
+rg_watcher_wal_pending(XLogRecPtr replayed)
 {
 	TimestampTz now = GetCurrentTimestamp();
 
@@ -188,21 +189,21 @@ rg_worker_wal_pending(XLogRecPtr replayed)
 
 	return rg_arrival_fd < 0 ||
 		!TimestampDifferenceExceeds(rg_last_activity, now, RG_PENDING_LINGER_MS) ||
-		!rg_worker_streaming() ||
+		!rg_watcher_streaming() ||
 		GetWalRcvWriteRecPtr() > replayed;
 }
 
 /*
- * rg_worker_track_arrival
+ * rg_watcher_track_arrival
  *		Watch pg_wal for new WAL, from the first time it is needed (the
  *		watcher runs only in recovery; the descriptor goes with it).
  */
 static void
-rg_worker_track_arrival(void)
+rg_watcher_track_arrival(void)
 {
 	static bool tried = false;
 
-	if (!tried && !rg_worker_uses_replay_cv())
+	if (!tried && !rg_watcher_uses_replay_cv())
 	{
 		tried = true;
 		rg_arrival_fd = rg_arrival_open();
@@ -210,7 +211,7 @@ rg_worker_track_arrival(void)
 }
 
 /*
- * rg_worker_poll_ms
+ * rg_watcher_poll_ms
  *		How long a polling sleep may last: until the nearest target of any
  *		mode could be reached at RG_WAL_RATE_BOUND, within poll_interval and
  *		RG_FAR_POLL_MS.  A long wait on a far LSN (which any role can start)
@@ -218,7 +219,7 @@ rg_worker_track_arrival(void)
  *		every poll_interval.
  */
 static double
-rg_worker_poll_ms(const XLogRecPtr *positions)
+rg_watcher_poll_ms(const XLogRecPtr *positions)
 {
 	XLogRecPtr	nearest[RG_NMODES];
 	double		ms = RG_FAR_POLL_MS;
@@ -235,17 +236,17 @@ rg_worker_poll_ms(const XLogRecPtr *positions)
 }
 
 /*
- * rg_worker_poll
- *		One polling sleep (rg_worker_poll_ms).  Below a millisecond a plain
+ * rg_watcher_poll
+ *		One polling sleep (rg_watcher_poll_ms).  Below a millisecond a plain
  *		sleep, because latch waits cannot be shorter; signals end it early,
  *		and the main loop handles them (a latch set meanwhile ends the next
  *		latch wait at once).  Longer sleeps wait on the latch, which a
  *		waiter with a new lowest target of its mode sets.
  */
 static void
-rg_worker_poll(uint32 event, const XLogRecPtr *positions)
+rg_watcher_poll(uint32 event, const XLogRecPtr *positions)
 {
-	double		ms = rg_worker_poll_ms(positions);
+	double		ms = rg_watcher_poll_ms(positions);
 
 	if (ms >= 1.0)
 	{
@@ -263,7 +264,7 @@ rg_worker_poll(uint32 event, const XLogRecPtr *positions)
 }
 
 /*
- * rg_worker_sleep
+ * rg_watcher_sleep
  *		Sleep until replay may have advanced past "replayed", while someone
  *		waits.
  *
@@ -275,12 +276,12 @@ rg_worker_poll(uint32 event, const XLogRecPtr *positions)
  * poll, and go back to it once replay has stood still for one poll.
  */
 static void
-rg_worker_sleep(const XLogRecPtr *positions)
+rg_watcher_sleep(const XLogRecPtr *positions)
 {
 	uint32		event = RG_WAIT_EVENT(rg_watch_event, "ReplicaGateWatchReplay");
 	XLogRecPtr	replayed = positions[RG_MODE_REPLAY];
 
-	if (rg_worker_uses_replay_cv())
+	if (rg_watcher_uses_replay_cv())
 	{
 #ifdef RG_HAVE_REPLAY_CV
 		bool		moving = (replayed != rg_last_replayed);
@@ -289,7 +290,7 @@ rg_worker_sleep(const XLogRecPtr *positions)
 		if (moving)
 		{
 			ConditionVariableCancelSleep();
-			rg_worker_poll(event, positions);
+			rg_watcher_poll(event, positions);
 			return;
 		}
 
@@ -304,9 +305,9 @@ rg_worker_sleep(const XLogRecPtr *positions)
 #endif
 		return;
 	}
-	if (rg_worker_wal_pending(replayed))
+	if (rg_watcher_wal_pending(replayed))
 	{
-		rg_worker_poll(event, positions);
+		rg_watcher_poll(event, positions);
 		return;
 	}
 	(void) WaitLatchOrSocket(MyLatch,
@@ -317,11 +318,11 @@ rg_worker_sleep(const XLogRecPtr *positions)
 }
 
 /*
- * rg_worker_main
+ * rg_watcher_main
  *		Entry point of the replay watcher.
  */
 void
-rg_worker_main(Datum main_arg)
+rg_watcher_main(Datum main_arg)
 {
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -337,7 +338,7 @@ rg_worker_main(Datum main_arg)
 				(errmsg("replica_gate replay watcher is already running")));
 		proc_exit(0);
 	}
-	before_shmem_exit(rg_worker_exit, 0);
+	before_shmem_exit(rg_watcher_exit, 0);
 
 	for (;;)
 	{
@@ -358,7 +359,7 @@ rg_worker_main(Datum main_arg)
 		/*
 		 * On a primary, or once promoted, there is no replay to watch: leave
 		 * for good (exit code 0: not restarted), waking every waiter on the
-		 * way out (rg_worker_exit) so that each decides on its own.
+		 * way out (rg_watcher_exit) so that each decides on its own.
 		 */
 		in_recovery = RecoveryInProgress();
 		if (!in_recovery)
@@ -376,11 +377,11 @@ rg_worker_main(Datum main_arg)
 			continue;
 		}
 
-		rg_worker_track_arrival();
+		rg_watcher_track_arrival();
 		for (int m = 0; m < RG_NMODES; m++)
 			positions[m] = rg_standby_position((RgWaitMode) m, NULL);
 		(void) rg_registry_wake(positions, false);
-		rg_worker_sleep(positions);
+		rg_watcher_sleep(positions);
 	}
 }
 

@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * replay_guard.c
+ * guard.c
  *		Keeping a function-form gate from holding back the replay it waits
  *		for.
  *
@@ -51,7 +51,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
-#include "replica_gate.h"
+#include "guard.h"
 
 /*
  * How often a watching gate looks at replay, and how long it lets a conflict
@@ -125,9 +125,9 @@ rg_guard_utility(Node *parsetree)
  *		Is the gate called through "fcinfo" the whole of the first statement
  *		of this transaction (rule 1 above)?
  *
- * The plan must be a bare Result node whose only output is this very call:
- * its arguments are then constants or parameters, and nothing in the
- * statement reads with its snapshot before or after the call.
+ * The plan must be a bare Result node whose only output is this very call,
+ * with constants and parameters for arguments: nothing in the statement
+ * reads with its snapshot or takes a lock before or after the call.
  */
 static bool
 rg_guard_gate_alone(FunctionCallInfo fcinfo)
@@ -135,6 +135,7 @@ rg_guard_gate_alone(FunctionCallInfo fcinfo)
 	PlannedStmt *stmt;
 	Plan	   *plan;
 	TargetEntry *tle;
+	ListCell   *lc;
 
 	if (IsolationUsesXactSnapshot() ||
 		rg_guard_lxid != RG_MY_LXID || rg_guard_statements != 1 ||
@@ -153,8 +154,22 @@ rg_guard_gate_alone(FunctionCallInfo fcinfo)
 		list_length(plan->targetlist) != 1)
 		return false;
 
+	/* this very call, with constants and parameters for arguments */
 	tle = linitial_node(TargetEntry, plan->targetlist);
-	return (Node *) tle->expr == fcinfo->flinfo->fn_expr;
+	if ((Node *) tle->expr != fcinfo->flinfo->fn_expr ||
+		!IsA(tle->expr, FuncExpr))
+		return false;
+	foreach(lc, ((FuncExpr *) tle->expr)->args)
+	{
+		Node	   *arg = lfirst(lc);
+
+		/* a cast of a constant (text to pg_lsn, say) is still constant */
+		if (IsA(arg, RelabelType))
+			arg = (Node *) ((RelabelType *) arg)->arg;
+		if (!IsA(arg, Const) && !IsA(arg, Param))
+			return false;
+	}
+	return true;
 }
 
 /*

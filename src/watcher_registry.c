@@ -1,6 +1,6 @@
 /*-------------------------------------------------------------------------
  *
- * registry.c
+ * watcher_registry.c
  *		The shared registry of backends waiting for replay, and the wake-up
  *		that the replay watcher performs on it.
  *
@@ -28,7 +28,7 @@
 #include "storage/shmem.h"
 #include "utils/memutils.h"
 
-#include "replica_gate.h"
+#include "watcher.h"
 
 #ifndef RG_HAVE_CORE_WAIT
 

@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ *
+ * gate.h
+ *		The rules and messages every gate shares (gate.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RG_GATE_H
+#define RG_GATE_H
+
+#include "guard.h"
+#include "replica_gate.h"
+
+extern int	rg_gate_timeout(bool isnull, int32 timeout_ms);
+extern void rg_gate_note_missed_set(void);
+extern void rg_gate_check_missed_set(void);
+extern void rg_gate_check_snapshot(const char *gate_name);
+extern void rg_gate_require(const RgTarget *target, RgWaitMode mode,
+							int timeout_ms, RgGuard *guard);
+
+#endif							/* RG_GATE_H */

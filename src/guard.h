@@ -1,0 +1,34 @@
+/*-------------------------------------------------------------------------
+ *
+ * guard.h
+ *		Keeping a function-form gate from holding back replay (guard.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RG_GUARD_H
+#define RG_GUARD_H
+
+#include "datatype/timestamp.h"
+#include "fmgr.h"
+#include "nodes/nodes.h"
+
+#include "replica_gate.h"
+
+typedef struct RgGuard
+{
+	FunctionCallInfo fcinfo;	/* the gate's call */
+	bool		watching;		/* looking out for recovery conflicts */
+	bool		released;		/* waits without its xmin (rule 1) */
+	XLogRecPtr	released_at;	/* replay position when it dropped it */
+	XLogRecPtr	conflict_at;	/* replay position of the conflict seen */
+	TimestampTz conflict_since; /* when it was first seen there, or 0 */
+} RgGuard;
+
+extern void rg_guard_init(void);
+extern void rg_guard_utility(Node *parsetree);
+extern void rg_guard_prepare(RgGuard *guard, FunctionCallInfo fcinfo);
+extern void rg_guard_begin(RgGuard *guard);
+extern long rg_guard_poll_ms(const RgGuard *guard);
+extern bool rg_guard_must_yield(RgGuard *guard);
+
+#endif							/* RG_GUARD_H */

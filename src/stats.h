@@ -1,0 +1,21 @@
+/*-------------------------------------------------------------------------
+ *
+ * stats.h
+ *		Gate statistics in shared memory (stats.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RG_STATS_H
+#define RG_STATS_H
+
+#include "datatype/timestamp.h"
+
+#include "replica_gate.h"
+
+extern Size rg_stats_shmem_size(void);
+extern void rg_stats_shmem_init(void);
+extern void rg_stats_sleep_begin(void);
+extern void rg_stats_count(RgWaitResult result, TimestampTz slept_since);
+extern int	rg_stats_sleeping(void);
+
+#endif							/* RG_STATS_H */

@@ -1,0 +1,16 @@
+/*-------------------------------------------------------------------------
+ *
+ * token.h
+ *		Write and read tokens (token.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RG_TOKEN_H
+#define RG_TOKEN_H
+
+#include "nodes/nodes.h"
+
+extern void rg_token_init(void);
+extern void rg_token_utility_done(Node *parsetree);
+
+#endif							/* RG_TOKEN_H */

@@ -1,0 +1,28 @@
+/*-------------------------------------------------------------------------
+ *
+ * upstream.h
+ *		Is the WAL receiver's sender the primary (upstream.c)?
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RG_UPSTREAM_H
+#define RG_UPSTREAM_H
+
+#include "datatype/timestamp.h"
+#include "pgtime.h"
+
+#include "replica_gate.h"
+
+/* A WAL receiver connection and timeline. */
+typedef struct RgUpstreamKey
+{
+	pid_t		pid;
+	pg_time_t	started;		/* when streaming was last requested */
+	TimeLineID	tli;
+} RgUpstreamKey;
+
+extern Size rg_upstream_shmem_size(void);
+extern void rg_upstream_shmem_init(void);
+extern bool rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since);
+
+#endif							/* RG_UPSTREAM_H */
