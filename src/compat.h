@@ -61,6 +61,28 @@
 #endif
 
 /*
+ * Is "event" the startup process waiting out a recovery conflict: for
+ * snapshots, a tablespace, a heavyweight lock or a buffer pin?
+ */
+static inline bool
+rg_replay_conflict_event(uint32 event)
+{
+	return event == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT ||
+		event == WAIT_EVENT_RECOVERY_CONFLICT_TABLESPACE ||
+		event == RG_WAIT_EVENT_BUFFER_CLEANUP ||
+		(event & 0xFF000000) == PG_WAIT_LOCK;
+}
+
+/*
+ * From 15 on, GetCurrentReplayRecPtr() gives the end of the WAL record being
+ * replayed (or of the last one replayed, between records).  13 and 14 do
+ * not export it; target.c finds a bound that covers it instead.
+ */
+#if PG_VERSION_NUM >= 150000
+#define RG_HAVE_CURRENT_REPLAY_PTR 1
+#endif
+
+/*
  * Number of PGPROC slots that regular backends and background workers use.
  * Before 15, MaxBackends is not yet computed when _PG_init requests shared
  * memory, so compute it the way InitializeMaxBackends() does.

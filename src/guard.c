@@ -233,10 +233,7 @@ rg_guard_replay_conflict(bool *quiet)
 
 		if (proc->pid == 0)
 			continue;
-		if (event == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT ||
-			event == WAIT_EVENT_RECOVERY_CONFLICT_TABLESPACE ||
-			event == RG_WAIT_EVENT_BUFFER_CLEANUP ||
-			(event & 0xFF000000) == PG_WAIT_LOCK)
+		if (rg_replay_conflict_event(event))
 			return event;
 		if (event == 0 || (event & 0xFF000000) == PG_WAIT_LWLOCK)
 			*quiet = false;

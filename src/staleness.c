@@ -9,10 +9,17 @@
  * reported in its last message and when it sent that message (keepalives
  * refresh both on an idle system), and the replay position.  A sender that
  * is itself a standby knows nothing of the primary's progress: on a
- * cascading standby the bound is unknown (upstream.c finds out).  When replay
- * has reached the reported end, this node has everything the primary had
- * when it sent the message, so the bound is the time since then.  When replay is behind, the
- * bound is the time since the last replayed commit.  Times sent by the
+ * cascading standby the bound is unknown (upstream.c finds out).
+ *
+ * Whatever this node lacks lies in the WAL after its last replayed commit
+ * (or abort), so it became visible on the primary after that record's
+ * time: the bound is at most the time since then.  When replay has reached
+ * the reported end, this node also has everything the primary had flushed
+ * when it sent the message.  A commit made with synchronous_commit = off
+ * is visible on the primary before its WAL is flushed, for up to three
+ * times the primary's wal_writer_delay (upstream.c asks for it): so this
+ * node has everything visible on the primary that long before the message
+ * was sent, and the bound is the smaller of the two.  Times sent by the
  * primary are compared with this server's clock, so the clocks must agree.
  *
  *-------------------------------------------------------------------------
@@ -105,7 +112,9 @@ rg_staleness_us(int64 *us)
 	RgReceiver	rcv;
 	TimestampTz now;
 	TimestampTz as_of;
+	TimestampTz last_commit;
 	TimestampTz primary_since;
+	int64		unflushed_us;
 
 	if (!RecoveryInProgress())
 	{
@@ -115,20 +124,18 @@ rg_staleness_us(int64 *us)
 
 	rg_read_receiver(&rcv);
 	if (!rcv.streaming || rcv.sent_time == 0 ||
-		!rg_upstream_is_primary(&rcv.connection, &primary_since) ||
+		!rg_upstream_is_primary(&rcv.connection, &primary_since, &unflushed_us) ||
 		rcv.sent_time < primary_since)
 		return false;
 
 	now = GetCurrentTimestamp();
-	as_of = rcv.sent_time;
+	last_commit = Min(GetLatestXTime(), rcv.sent_time);
 	if (GetXLogReplayRecPtr(NULL) < rcv.wal_end)
-	{
-		TimestampTz last_commit = GetLatestXTime();
-
-		if (last_commit == 0)
-			return false;
-		as_of = Min(as_of, last_commit);
-	}
+		as_of = last_commit;
+	else
+		as_of = Max(rcv.sent_time - unflushed_us, last_commit);
+	if (as_of <= 0)
+		return false;
 	*us = Max(now - as_of, 0);
 	return true;
 }

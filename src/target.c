@@ -12,7 +12,8 @@
  * timeline-blind: after a failover, WAL of the new timeline reaches the same
  * number whether or not it contains the write.
  *
- * Also where this standby is, in each wait mode, to compare with a target.
+ * Also where this standby is, in each wait mode, to compare with a target,
+ * and how far what its snapshots can see may reach.
  *
  *-------------------------------------------------------------------------
  */
@@ -20,8 +21,11 @@
 
 #include "access/timeline.h"
 #include "fmgr.h"
+#include "miscadmin.h"
 #include "nodes/pg_list.h"
 #include "replication/walreceiver.h"
+#include "storage/latch.h"
+#include "storage/spin.h"
 #include "utils/builtins.h"
 #include "utils/pg_lsn.h"
 
@@ -200,25 +204,105 @@ rg_target_reached(const RgTarget *target, XLogRecPtr position,
  *		the replay position is on disk here whatever brought it (archive,
  *		pg_wal, an earlier stream), so it is the floor of the other two, as
  *		for core's WAIT FOR.  "tli" may be NULL.
+ *
+ * Two received positions do not count.  The written one, until the current
+ * stream has flushed something: a walreceiver that follows a timeline
+ * switch on the same connection resets the flushed position to the new
+ * stream's start, with the new timeline, but keeps the written one, which
+ * may lie on the old timeline past the switch until the new stream writes.
+ * And every received position once recovery has ended: WAL received but
+ * not replayed is not part of this server's history after promotion.
  */
 XLogRecPtr
 rg_standby_position(RgWaitMode mode, TimeLineID *tli)
 {
+	WalRcvData *walrcv = WalRcv;
 	TimeLineID	replay_tli;
 	TimeLineID	received_tli;
 	XLogRecPtr	replayed = GetXLogReplayRecPtr(&replay_tli);
 	XLogRecPtr	received;
+	XLogRecPtr	stream_start;
 
-	if (mode == RG_MODE_REPLAY)
+	if (mode != RG_MODE_REPLAY)
 	{
-		if (tli)
-			*tli = replay_tli;
-		return replayed;
+		SpinLockAcquire(&walrcv->mutex);
+		received = walrcv->flushedUpto;
+		received_tli = walrcv->receivedTLI;
+		stream_start = walrcv->receiveStart;
+		SpinLockRelease(&walrcv->mutex);
+		if (mode == RG_MODE_WRITE && received > stream_start)
+			received = Max(received, GetWalRcvWriteRecPtr());
+
+		/* read after the positions: they were this standby's then */
+		if (received > replayed && RecoveryInProgress())
+		{
+			if (tli)
+				*tli = received_tli;
+			return received;
+		}
 	}
-	received = GetWalRcvFlushRecPtr(NULL, &received_tli);
-	if (mode == RG_MODE_WRITE)
-		received = Max(received, GetWalRcvWriteRecPtr());
 	if (tli)
-		*tli = received > replayed ? received_tli : replay_tli;
-	return Max(received, replayed);
+		*tli = replay_tli;
+	return replayed;
+}
+
+#ifndef RG_HAVE_CURRENT_REPLAY_PTR
+/*
+ * rg_startup_between_records
+ *		Is the startup process asleep where it cannot be inside the redo of
+ *		a commit record: waiting for WAL, for its apply delay, paused, or
+ *		waiting out a recovery conflict (which only other records cause)?
+ */
+static bool
+rg_startup_between_records(void)
+{
+	volatile PGPROC *startup = ProcGlobal->startupProc;
+	uint32		event;
+
+	if (startup == NULL)
+		return false;
+	event = startup->wait_event_info;
+	return event == WAIT_EVENT_RECOVERY_WAL_STREAM ||
+		event == WAIT_EVENT_RECOVERY_RETRIEVE_RETRY_INTERVAL ||
+		event == WAIT_EVENT_RECOVERY_APPLY_DELAY ||
+		event == WAIT_EVENT_RECOVERY_PAUSE ||
+		rg_replay_conflict_event(event);
+}
+#endif
+
+/*
+ * rg_standby_visible_position
+ *		A position on this standby that covers every commit a snapshot taken
+ *		before the call can see, and its timeline.
+ *
+ * The replay position does not: a commit becomes visible during its redo,
+ * before the replay position moves past its record (the redo of a commit
+ * that drops relations unlinks their files in between).  The end of the
+ * record being replayed does.  13 and 14 do not export that, so wait
+ * (milliseconds, the rest of one record's redo) until the replay position
+ * moves, which it does at the end of the record replayed at the call, or
+ * until the startup process is seen asleep between records; the replay
+ * position read after either covers it.
+ */
+XLogRecPtr
+rg_standby_visible_position(TimeLineID *tli)
+{
+#ifdef RG_HAVE_CURRENT_REPLAY_PTR
+	return GetCurrentReplayRecPtr(tli);
+#else
+	XLogRecPtr	start = GetXLogReplayRecPtr(tli);
+
+	for (;;)
+	{
+		bool		between = rg_startup_between_records();
+		XLogRecPtr	now = GetXLogReplayRecPtr(tli);
+
+		if (between || now != start || !RecoveryInProgress())
+			return now;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 1, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+#endif
 }

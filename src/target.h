@@ -17,5 +17,6 @@ extern void rg_target_parse(const char *text, RgTarget *target);
 extern bool rg_target_reached(const RgTarget *target, XLogRecPtr position,
 							  TimeLineID tli, bool in_recovery);
 extern XLogRecPtr rg_standby_position(RgWaitMode mode, TimeLineID *tli);
+extern XLogRecPtr rg_standby_visible_position(TimeLineID *tli);
 
 #endif							/* RG_TARGET_H */

@@ -16,7 +16,9 @@
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "fmgr.h"
+#include "libpq/pqformat.h"
 #include "nodes/parsenodes.h"
+#include "tcop/tcopprot.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/pg_lsn.h"
@@ -38,8 +40,12 @@ PG_FUNCTION_INFO_V1(rg_seen_token);
 static XLogRecPtr rg_last_commit = InvalidXLogRecPtr;
 static TimeLineID rg_last_commit_tli = 0;
 
-/* Backing store of the reported parameter; set only by us. */
+/*
+ * The reported parameter.  GUC owns its first value (empty); after the
+ * first commit it points to rg_token_buf, which we write ourselves.
+ */
 static char *rg_last_commit_guc = NULL;
+static char rg_token_buf[64];
 
 /*
  * rg_token_set
@@ -56,13 +62,26 @@ rg_token_set(XLogRecPtr lsn)
 	rg_last_commit_tli = RG_INSERT_TLI();
 
 	/*
-	 * The parameter carries GUC_REPORT: setting it queues a ParameterStatus
-	 * message that goes out before ReadyForQuery (at once on 13).
+	 * Set the parameter and report it ourselves, as set_config_option()
+	 * and the GUC_REPORT machinery would: they would parse and copy the
+	 * value, stack it for the transaction's end, and on 14 and 15 look
+	 * through every setting to find the one to report.  Nothing else sets
+	 * a PGC_INTERNAL parameter, RESET and DISCARD leave it alone, and SHOW
+	 * reads the variable.  ParameterStatus may arrive at any time; it goes
+	 * out with the COMMIT's response.
 	 */
-	(void) set_config_option(RG_TOKEN_GUC,
-							 rg_token_text(rg_last_commit_tli, rg_last_commit),
-							 PGC_INTERNAL, PGC_S_OVERRIDE,
-							 GUC_ACTION_SET, true, WARNING, false);
+	strlcpy(rg_token_buf, rg_token_text(rg_last_commit_tli, rg_last_commit),
+			sizeof(rg_token_buf));
+	rg_last_commit_guc = rg_token_buf;
+	if (whereToSendOutput == DestRemote)
+	{
+		StringInfoData msg;
+
+		pq_beginmessage(&msg, 'S');	/* ParameterStatus */
+		pq_sendstring(&msg, RG_TOKEN_GUC);
+		pq_sendstring(&msg, rg_token_buf);
+		pq_endmessage(&msg);
+	}
 }
 
 /*
@@ -154,15 +173,15 @@ rg_last_commit_token(PG_FUNCTION_ARGS)
  * rg_seen_position
  *		A position that covers everything this session's reads on this node
  *		could have seen so far, and its timeline.  On a standby that is the
- *		replay position (a snapshot only sees replayed WAL); on a primary
- *		the WAL insert position (every commit a snapshot can see was inserted
- *		before it).
+ *		end of the record being replayed (a snapshot sees replayed WAL, and
+ *		a commit in the middle of its redo); on a primary the WAL insert
+ *		position (every commit a snapshot can see was inserted before it).
  */
 static XLogRecPtr
 rg_seen_position(TimeLineID *tli)
 {
 	if (RecoveryInProgress())
-		return GetXLogReplayRecPtr(tli);
+		return rg_standby_visible_position(tli);
 	*tli = RG_INSERT_TLI();
 	return GetXLogInsertRecPtr();
 }

@@ -16,7 +16,12 @@
  * in_hot_standby parameter it reports when the connection starts; a 13
  * sender answers "SHOW transaction_read_only" (on in recovery; also on a
  * primary with default_transaction_read_only, which then counts as a
- * standby: the safe side).
+ * standby: the safe side).  A primary also answers "SHOW wal_writer_delay":
+ * a commit made with synchronous_commit = off is visible there before its
+ * WAL is flushed, and so before it is sent, for up to three times that
+ * (the WAL writer's promise); staleness.c widens its bound by as much.  A
+ * reload of the primary that raises wal_writer_delay counts from the WAL
+ * receiver's next connection.
  *
  * The answer lives in shared memory, so the sender sees one such
  * connection per WAL receiver connection, not one per session; without
@@ -42,6 +47,7 @@
 #include "storage/latch.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "utils/guc.h"
 #include "utils/timestamp.h"
 
 #include "upstream.h"
@@ -65,6 +71,7 @@ typedef struct RgUpstream
 	RgUpstreamKey key;
 	RgUpstreamState state;
 	TimestampTz answered_at;	/* when the sender answered */
+	int64		unflushed_us;	/* a primary's 3 * wal_writer_delay */
 	TimestampTz retry_after;	/* UNKNOWN after a failure: not before then */
 	bool		failed_once;	/* a failure was logged for this key */
 } RgUpstream;
@@ -199,43 +206,71 @@ rg_upstream_start(const char *host, int port)
 }
 
 /*
+ * rg_upstream_show
+ *		The value of setting "name" on a connected sender (palloc'd), or
+ *		NULL if it does not answer in time.
+ */
+static char *
+rg_upstream_show(PGconn *conn, const char *name, TimestampTz deadline)
+{
+	char		query[64];
+	PGresult   *res;
+	char	   *value = NULL;
+
+	snprintf(query, sizeof(query), "SHOW %s", name);
+	if (!PQsendQuery(conn, query))
+		return NULL;
+	while (PQisBusy(conn))
+		if (!rg_upstream_wait(conn, false, deadline) || !PQconsumeInput(conn))
+			return NULL;
+	while ((res = PQgetResult(conn)) != NULL)
+	{
+		if (value == NULL && PQresultStatus(res) == PGRES_TUPLES_OK &&
+			PQntuples(res) == 1)
+			value = pstrdup(PQgetvalue(res, 0, 0));
+		PQclear(res);
+	}
+	return value;
+}
+
+/*
  * rg_upstream_answer
- *		Ask a connected sender whether it is in recovery.
+ *		Ask a connected sender whether it is in recovery, and a primary how
+ *		long a commit may stay unflushed there (*unflushed_us).
  */
 static RgUpstreamState
-rg_upstream_answer(PGconn *conn, TimestampTz deadline)
+rg_upstream_answer(PGconn *conn, TimestampTz deadline, int64 *unflushed_us)
 {
 	const char *on;
+	char	   *delay;
+	int			delay_ms;
+
 #if PG_VERSION_NUM >= 140000
 	on = PQparameterStatus(conn, "in_hot_standby");
 #else
-	PGresult   *res;
-
-	if (!PQsendQuery(conn, "SHOW transaction_read_only"))
-		return RG_UPSTREAM_UNKNOWN;
-	while (PQisBusy(conn))
-		if (!rg_upstream_wait(conn, false, deadline) || !PQconsumeInput(conn))
-			return RG_UPSTREAM_UNKNOWN;
-	res = PQgetResult(conn);
-	on = PQresultStatus(res) == PGRES_TUPLES_OK && PQntuples(res) == 1 ?
-		pstrdup(PQgetvalue(res, 0, 0)) : NULL;
-	PQclear(res);
+	on = rg_upstream_show(conn, "transaction_read_only", deadline);
 #endif
-	if (on != NULL && strcmp(on, "off") == 0)
-		return RG_UPSTREAM_PRIMARY;
 	if (on != NULL && strcmp(on, "on") == 0)
 		return RG_UPSTREAM_STANDBY;
-	return RG_UPSTREAM_UNKNOWN;
+	if (on == NULL || strcmp(on, "off") != 0)
+		return RG_UPSTREAM_UNKNOWN;
+
+	delay = rg_upstream_show(conn, "wal_writer_delay", deadline);
+	if (delay == NULL || !parse_int(delay, &delay_ms, GUC_UNIT_MS, NULL))
+		return RG_UPSTREAM_UNKNOWN;
+	*unflushed_us = 3 * (int64) delay_ms * 1000;
+	return RG_UPSTREAM_PRIMARY;
 }
 
 /*
  * rg_upstream_ask
  *		Connect to the sender at host:port and ask whether it is a standby,
  *		within RG_UPSTREAM_TIMEOUT_MS; UNKNOWN if that fails (logged if
- *		log_failure).
+ *		log_failure).  A primary's *unflushed_us is set.
  */
 static RgUpstreamState
-rg_upstream_ask(const char *host, int port, bool log_failure)
+rg_upstream_ask(const char *host, int port, bool log_failure,
+				int64 *unflushed_us)
 {
 	PGconn	   *volatile conn = NULL;
 	volatile RgUpstreamState state = RG_UPSTREAM_UNKNOWN;
@@ -260,7 +295,7 @@ rg_upstream_ask(const char *host, int port, bool log_failure)
 				   rg_upstream_wait(conn, poll == PGRES_POLLING_WRITING, deadline))
 				poll = PQconnectPoll(conn);
 			if (poll == PGRES_POLLING_OK)
-				state = rg_upstream_answer(conn, deadline);
+				state = rg_upstream_answer(conn, deadline, unflushed_us);
 		}
 		if (state == RG_UPSTREAM_UNKNOWN && log_failure)
 			ereport(LOG,
@@ -304,10 +339,13 @@ rg_upstream_abandon(int code, Datum arg)
  *		the first time for each key; false until an answer is known, and
  *		without preload.  When true, *since is when the answer came: the
  *		sender was a primary then, and stays one, so the messages it sent
- *		from then on tell how fresh the primary's data is.
+ *		from then on tell how fresh the primary's data is; *unflushed_us is
+ *		how long a commit may be visible there before the WAL it sends
+ *		contains it.
  */
 bool
-rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since)
+rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,
+					   int64 *unflushed_us)
 {
 	WalRcvData *walrcv = WalRcv;
 	RgUpstreamState state;
@@ -330,6 +368,7 @@ rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since)
 	}
 	state = rg_upstream->state;
 	*since = rg_upstream->answered_at;
+	*unflushed_us = rg_upstream->unflushed_us;
 	log_failure = !rg_upstream->failed_once;
 	ask = (state == RG_UPSTREAM_UNKNOWN && now >= rg_upstream->retry_after);
 	if (ask)
@@ -350,7 +389,7 @@ rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since)
 	{
 		PG_ENSURE_ERROR_CLEANUP(rg_upstream_abandon, PointerGetDatum(key));
 		{
-			state = rg_upstream_ask(host, port, log_failure);
+			state = rg_upstream_ask(host, port, log_failure, unflushed_us);
 		}
 		PG_END_ENSURE_ERROR_CLEANUP(rg_upstream_abandon, PointerGetDatum(key));
 	}
@@ -361,6 +400,7 @@ rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since)
 	{
 		rg_upstream->state = state;
 		rg_upstream->answered_at = now;
+		rg_upstream->unflushed_us = *unflushed_us;
 		if (state == RG_UPSTREAM_UNKNOWN)
 		{
 			rg_upstream->retry_after = TimestampTzPlusMilliseconds(now, RG_UPSTREAM_RETRY_MS);

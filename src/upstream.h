@@ -23,6 +23,7 @@ typedef struct RgUpstreamKey
 
 extern Size rg_upstream_shmem_size(void);
 extern void rg_upstream_shmem_init(void);
-extern bool rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since);
+extern bool rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,
+								   int64 *unflushed_us);
 
 #endif							/* RG_UPSTREAM_H */

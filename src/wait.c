@@ -29,10 +29,13 @@
 
 #ifdef RG_HAVE_CORE_WAIT
 /*
- * Longest single WaitForLSN() call.  19.0's WaitForLSN() can miss a wake-up
- * when the walreceiver's write or flush position moves back after it
- * removed us from its heap (a restarted stream); re-entering it at this
- * interval bounds what such a miss costs.
+ * Longest single WaitForLSN() call in the write and flush modes.  19.0's
+ * WaitForLSN() can miss a wake-up when the walreceiver's write or flush
+ * position moves back after it removed us from its heap (a restarted
+ * stream); re-entering it at this interval bounds what such a miss costs.
+ * The replay position never moves back: a wait for it sleeps until woken,
+ * since each wake-up costs a sleeping backend a few hundred microseconds of
+ * CPU that replay would miss.
  */
 #define RG_CORE_WAIT_RECHECK_MS	1000
 #endif
@@ -148,9 +151,10 @@ rg_wait_for_lsn(XLogRecPtr lsn, RgWaitMode mode, TimestampTz until)
 	{
 		long		ms = (long) ((until - GetCurrentTimestamp() + 999) / 1000);
 
+		if (mode != RG_MODE_REPLAY)
+			ms = Min(ms, RG_CORE_WAIT_RECHECK_MS);
 		if (ms <= 0 ||
-			WaitForLSN(types[mode], lsn,
-					   Min(ms, RG_CORE_WAIT_RECHECK_MS)) != WAIT_LSN_RESULT_TIMEOUT)
+			WaitForLSN(types[mode], lsn, ms) != WAIT_LSN_RESULT_TIMEOUT)
 			return;
 	}
 }

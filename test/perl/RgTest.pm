@@ -20,7 +20,7 @@ use Time::HiRes qw(gettimeofday tv_interval);
 our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
   rg_probe_time rg_woke_at rg_median rg_watcher_runs rg_replay_holds
-  RG_WAKE_BOUND_MS);
+  rg_conflict_sampler rg_conflict_longest RG_WAKE_BOUND_MS);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -237,6 +237,62 @@ sub rg_replay_holds
 	my $started = () = $log =~ /recovery still waiting after/g;
 	push @holds, (1e9) x ($started - @holds) if $started > @holds;
 	return @holds;
+}
+
+# rg_conflict_sampler($standby, $until)
+#	Sample the startup process of $standby about every 5 ms (psql's \watch:
+#	one short transaction a sample) until the SQL condition $until holds,
+#	or until WAL received is replayed when none is given.  For 13, which
+#	cannot log how long replay waited on a conflict.  The sampler ends
+#	itself: the sample that finds $until true divides by zero, which ends
+#	\watch, and psql exits at the end of its input, writing out what it
+#	printed (a signal would lose that).
+sub rg_conflict_sampler
+{
+	my ($node, $until) = @_;
+	my $dir = PostgreSQL::Test::Utils::tempdir;
+	my $h = { out => "$dir/samples", stderr => '' };
+	$until //= 'true';
+	# files, not pipes: psql gets its input at once and never waits for
+	# its reader
+	PostgreSQL::Test::Utils::append_to_file("$dir/sampler.sql",
+		"SELECT extract(epoch FROM clock_timestamp()), wait_event_type, "
+		  . "wait_event, pg_last_wal_replay_lsn(), "
+		  . "1 / (NOT (($until) AND pg_last_wal_replay_lsn() >= pg_last_wal_receive_lsn()))::int "
+		  . "FROM pg_stat_activity WHERE backend_type = 'startup' \\watch 0.005\n");
+	$h->{run} = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $node->connstr('postgres'), '-f', "$dir/sampler.sql" ],
+		'<', \undef, '>', $h->{out}, '2>', \$h->{stderr},
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	return $h;
+}
+
+# rg_conflict_longest($h)
+#	Wait for the sampler to end.  Returns the longest time (ms) it saw the
+#	startup process wait on a recovery conflict (a snapshot, a tablespace,
+#	a lock, a buffer pin) without its replay position moving, and the
+#	number of samples.  A wait seen that long lasted at most one sample
+#	interval more.
+sub rg_conflict_longest
+{
+	my ($h) = @_;
+	$h->{run}->finish;
+	my ($longest, $first, $at, $n) = (0, undef, '', 0);
+	for my $line (split /\n/, PostgreSQL::Test::Utils::slurp_file($h->{out}))
+	{
+		my ($t, $type, $event, $lsn) = split /\|/, $line;
+		next unless defined $lsn && $t =~ /^[0-9.]+$/;
+		$n++;
+		if (!($type eq 'Lock' || $type eq 'BufferPin'
+			|| $event =~ /^RecoveryConflict(Snapshot|Tablespace)$/))
+		{
+			undef $first;
+			next;
+		}
+		($first, $at) = ($t, $lsn) if !defined $first || $lsn ne $at;
+		$longest = ($t - $first) * 1000 if ($t - $first) * 1000 > $longest;
+	}
+	return ($longest, $n);
 }
 
 # rg_median(@values)
