@@ -20,7 +20,7 @@ use Time::HiRes qw(gettimeofday tv_interval);
 our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
   rg_probe_time rg_woke_at rg_median rg_watcher_runs rg_replay_holds
-  rg_conflict_sampler rg_conflict_longest RG_WAKE_BOUND_MS);
+  rg_conflict_sampler rg_conflict_longest rg_pause_replay RG_WAKE_BOUND_MS);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -293,6 +293,20 @@ sub rg_conflict_longest
 		$longest = ($t - $first) * 1000 if ($t - $first) * 1000 > $longest;
 	}
 	return ($longest, $n);
+}
+
+# rg_pause_replay($standby)
+#	Pause replay and, from 14 on, wait until it has paused.  The startup
+#	process reads the request without a lock before each record, so it may
+#	replay one more record after it; 13 cannot tell when it took effect.
+sub rg_pause_replay
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+	return if rg_major($node) < 14;
+	$node->poll_query_until('postgres',
+		"SELECT pg_get_wal_replay_pause_state() = 'paused'")
+	  or die 'replay did not pause';
 }
 
 # rg_median(@values)

@@ -151,7 +151,7 @@ $waited = tv_interval($t0);
 ok($waited >= 0.3 && $waited < 3, "default_timeout is cut to max_timeout too (${waited}s)");
 
 # --- paused replay -----------------------------------------------------------
-$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+rg_pause_replay($standby);
 $lsn = write_value('paused');
 $primary->wait_for_catchup($standby->name, 'write');
 
@@ -194,7 +194,7 @@ is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
 	'0', 'no waiter left registered');
 
 # --- 200 concurrent waiters ---------------------------------------------------
-$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+rg_pause_replay($standby);
 $lsn = write_value('crowd');
 # Each waiter notes the server time it returned at in crowd.times: the gate
 # and the time in one query string (\;), the gate first, so that it is its
@@ -288,7 +288,7 @@ SELECT replica_gate.wait_for_lsn('FFFFFFFF/FFFFFFFF', 50);}),
 	'a wait aborted inside a subtransaction leaves nothing behind');
 
 # A new waiter still wakes normally after all that.
-$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
+rg_pause_replay($standby);
 $lsn = write_value('after');
 $w = rg_bg_start($standby, "SELECT replica_gate.wait_for_lsn('$lsn', 60000)", 'after');
 rg_pid_of($standby, 'after');

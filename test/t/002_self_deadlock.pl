@@ -46,14 +46,7 @@ $primary->wait_for_catchup($standby->name, 'replay');
 sub prepare_conflict
 {
 	my ($round) = @_;
-	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
-	# 14+ tells when the pause took effect; 13 only that it was requested.
-	if (rg_major($standby) >= 14)
-	{
-		$standby->poll_query_until('postgres',
-			"SELECT pg_get_wal_replay_pause_state() = 'paused'")
-		  or die 'replay did not pause';
-	}
+	rg_pause_replay($standby);
 	$primary->safe_psql('postgres', "DELETE FROM d; INSERT INTO d VALUES (-$round)");
 	$primary->safe_psql('postgres', 'VACUUM d');
 	# the insert position: VACUUM writes no commit record, so its WAL
