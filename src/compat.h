@@ -74,6 +74,19 @@ rg_replay_conflict_event(uint32 event)
 }
 
 /*
+ * Does the client speak a protocol with ParameterStatus messages?  13 still
+ * accepts protocol 2, which has none.  (FrontendProtocol is declared in
+ * libpq-be.h, which may need GSSAPI headers to compile.)
+ */
+#if PG_VERSION_NUM < 140000
+#include "libpq/pqcomm.h"
+extern PGDLLIMPORT ProtocolVersion FrontendProtocol;
+#define RG_CLIENT_HAS_PARAMETER_STATUS() (PG_PROTOCOL_MAJOR(FrontendProtocol) >= 3)
+#else
+#define RG_CLIENT_HAS_PARAMETER_STATUS() true
+#endif
+
+/*
  * From 15 on, GetCurrentReplayRecPtr() gives the end of the WAL record being
  * replayed (or of the last one replayed, between records).  13 and 14 do
  * not export it; target.c finds a bound that covers it instead.

@@ -23,6 +23,7 @@
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
+#include "port/atomics.h"
 #include "replication/walreceiver.h"
 #include "storage/latch.h"
 #include "storage/spin.h"
@@ -225,13 +226,21 @@ rg_standby_position(RgWaitMode mode, TimeLineID *tli)
 
 	if (mode != RG_MODE_REPLAY)
 	{
+		/*
+		 * The written position first: one written after a timeline switch
+		 * that happens between the two reads would otherwise be paired with
+		 * the old timeline.
+		 */
+		XLogRecPtr	written = GetWalRcvWriteRecPtr();
+
+		pg_read_barrier();
 		SpinLockAcquire(&walrcv->mutex);
 		received = walrcv->flushedUpto;
 		received_tli = walrcv->receivedTLI;
 		stream_start = walrcv->receiveStart;
 		SpinLockRelease(&walrcv->mutex);
 		if (mode == RG_MODE_WRITE && received > stream_start)
-			received = Max(received, GetWalRcvWriteRecPtr());
+			received = Max(received, written);
 
 		/* read after the positions: they were this standby's then */
 		if (received > replayed && RecoveryInProgress())
@@ -295,7 +304,10 @@ rg_standby_visible_position(TimeLineID *tli)
 	for (;;)
 	{
 		bool		between = rg_startup_between_records();
-		XLogRecPtr	now = GetXLogReplayRecPtr(tli);
+		XLogRecPtr	now;
+
+		pg_read_barrier();		/* the position read after the wait event */
+		now = GetXLogReplayRecPtr(tli);
 
 		if (between || now != start || !RecoveryInProgress())
 			return now;

@@ -17,6 +17,7 @@
 #include "access/xlog.h"
 #include "fmgr.h"
 #include "libpq/pqformat.h"
+#include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "tcop/tcopprot.h"
 #include "utils/builtins.h"
@@ -73,7 +74,16 @@ rg_token_set(XLogRecPtr lsn)
 	strlcpy(rg_token_buf, rg_token_text(rg_last_commit_tli, rg_last_commit),
 			sizeof(rg_token_buf));
 	rg_last_commit_guc = rg_token_buf;
-	if (whereToSendOutput == DestRemote)
+
+	/*
+	 * Only to a client, as GUC reporting would: other processes can send
+	 * "remotely" too (a parallel apply worker of logical replication writes
+	 * to its leader through a queue, which refuses this message), and 13's
+	 * protocol 2 has no ParameterStatus.
+	 */
+	if (whereToSendOutput == DestRemote &&
+		(MyBackendType == B_BACKEND || MyBackendType == B_WAL_SENDER) &&
+		RG_CLIENT_HAS_PARAMETER_STATUS())
 	{
 		StringInfoData msg;
 

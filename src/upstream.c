@@ -220,17 +220,19 @@ rg_upstream_show(PGconn *conn, const char *name, TimestampTz deadline)
 	snprintf(query, sizeof(query), "SHOW %s", name);
 	if (!PQsendQuery(conn, query))
 		return NULL;
-	while (PQisBusy(conn))
-		if (!rg_upstream_wait(conn, false, deadline) || !PQconsumeInput(conn))
-			return NULL;
-	while ((res = PQgetResult(conn)) != NULL)
+	for (;;)
 	{
+		/* PQgetResult() would block until the next message arrives */
+		while (PQisBusy(conn))
+			if (!rg_upstream_wait(conn, false, deadline) || !PQconsumeInput(conn))
+				return NULL;
+		if ((res = PQgetResult(conn)) == NULL)
+			return value;
 		if (value == NULL && PQresultStatus(res) == PGRES_TUPLES_OK &&
 			PQntuples(res) == 1)
 			value = pstrdup(PQgetvalue(res, 0, 0));
 		PQclear(res);
 	}
-	return value;
 }
 
 /*
