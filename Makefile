@@ -9,7 +9,10 @@ MODULE_big = replica_gate
 OBJS = \
 	src/gate.o \
 	src/guard.o \
+	src/question.o \
+	src/remote.o \
 	src/replica_gate.o \
+	src/session.o \
 	src/set_gate.o \
 	src/shmem.o \
 	src/staleness.o \
@@ -32,7 +35,7 @@ REGRESS_OPTS = --temp-instance=tmp_check_regress --temp-config=test/regress.conf
 
 EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).control)
 PG_CPPFLAGS = -I$(srcdir)/src -I$(libpq_srcdir) -DRG_VERSION='"$(EXTVERSION)"'
-# libpq: src/upstream.c asks the WAL sender whether it is a standby
+# libpq: src/remote.c connects to the primary and to the WAL sender
 SHLIB_LINK_INTERNAL = $(libpq)
 
 PG_CONFIG ?= pg_config

@@ -9,6 +9,9 @@ writes CSV files to the output directory.  Parts:
   idle   standby CPU while N waiters sit on an unreachable target
   check  caught_up() against the bare SQL comparison (pgbench)
   replay replay speed and standby CPU with and without N waiting sessions
+  strong strong reads (gate on 'primary'): latency next to plain reads and
+         to asking the primary from the application; questions per read;
+         the primary's CPU per read next to serving the read there
 """
 import argparse
 import csv
@@ -569,13 +572,88 @@ def part_replay(args):
     write_csv(args, "replay.csv", rows)
 
 
+# --- 7. strong reads -------------------------------------------------------------------
+
+def tree_cpu_s(pid):
+    """CPU seconds used so far by a postmaster and its children: its own and
+    its reaped children's (cutime, cstime) plus each live child's.  Exact
+    across an interval in which no child alive at its start exits."""
+    def stat(p):
+        with open(f"/proc/{p}/stat") as f:
+            text = f.read()
+        fields = text[text.rindex(")") + 2:].split()
+        return [int(x) for x in fields[11:15]]   # utime stime cutime cstime
+    ticks = sum(stat(pid))
+    for child in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
+                                text=True).stdout.split():
+        try:
+            ticks += sum(stat(child)[:2])
+        except OSError:
+            pass
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def run_strong(args, mode, n):
+    """Run bench/strong.c; returns (reads, errors, p50 ms, p99 ms, primary CPU s,
+    strong reads and questions counted on the standby)."""
+    with connect(args.standby) as sb:
+        q0 = sb.execute("SELECT strong_reads, questions FROM replica_gate.stats").fetchone()
+        c0 = tree_cpu_s(args.primary_pid)
+        out = subprocess.run([args.strong_bin, mode, str(n), str(args.strong_seconds),
+                              args.primary, args.standby],
+                             capture_output=True, text=True, check=True).stdout
+        c1 = tree_cpu_s(args.primary_pid)
+        q1 = sb.execute("SELECT strong_reads, questions FROM replica_gate.stats").fetchone()
+    v = dict(kv.split("=") for kv in out.split())
+    return (int(v["reads"]), int(v["errors"]), float(v["p50_us"]) / 1000,
+            float(v["p99_us"]) / 1000, c1 - c0, q1[0] - q0[0], q1[1] - q0[1])
+
+
+def part_strong(args):
+    print(f"\n== 7. strong reads: N readers on the standby for {args.strong_seconds} s "
+          "each way (the primary idle but for the questions): a strong read, a plain "
+          "read, the application asking the primary pg_current_wal_insert_lsn() and "
+          "gating on it, and the plain read served by the primary")
+    rows = []
+    with connect(args.primary) as pr:
+        pr.execute("CREATE EXTENSION IF NOT EXISTS replica_gate")
+    for n in args.strong_n:
+        r = {"readers": n}
+        for mode in ("plain", "strong", "app", "primary", "rtt"):
+            if mode == "rtt":
+                # one round trip to the primary: a plain read there, alone
+                r["rtt_p50_ms"] = run_strong(args, "primary", 1)[2]
+                continue
+            reads, errors, p50, p99, cpu, strong, questions = run_strong(args, mode, n)
+            r[f"{mode}_reads"] = reads
+            r[f"{mode}_p50_ms"] = round(p50, 3)
+            r[f"{mode}_p99_ms"] = round(p99, 3)
+            if errors:
+                r[f"{mode}_errors"] = errors
+            if mode == "strong":
+                r["questions_per_read"] = round(questions / max(strong, 1), 3)
+            if mode in ("strong", "primary"):
+                r[f"{mode}_primary_cpu_ms_per_1000"] = round(1e6 * cpu / max(reads, 1), 1)
+        r["goal_p50_ms"] = round(r["plain_p50_ms"] + r["rtt_p50_ms"], 3)
+        r["cpu_ratio"] = round(r["strong_primary_cpu_ms_per_1000"] /
+                               r["primary_primary_cpu_ms_per_1000"], 3)
+        rows.append(r)
+        print(f"  {n} readers: strong p50 {r['strong_p50_ms']} ms (goal <= plain + one "
+              f"round trip = {r['goal_p50_ms']} ms), p99 {r['strong_p99_ms']} ms; "
+              f"questions per strong read {r['questions_per_read']} (goal <= 0.5 at 32); "
+              f"primary CPU per strong read / per read served there {r['cpu_ratio']} "
+              f"(goal <= 0.1)", flush=True)
+    print_table(rows)
+    write_csv(args, "strong.csv", rows)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--primary", required=True)
     ap.add_argument("--standby", required=True)
     ap.add_argument("--standby-pid", type=int, required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--parts", default="ryw,wake,idle,check,replay")
+    ap.add_argument("--parts", default="ryw,wake,idle,check,replay,strong")
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--users", type=int, default=300)
     ap.add_argument("--ops", type=int, default=4400)
@@ -610,10 +688,15 @@ def main():
     ap.add_argument("--replay-methods", type=lambda s: s.split(","), default=["gate"],
                     help="how the waiters wait, one configuration each: gate, token (a "
                          "token of timeline 1), set_gate, core_wait (WAIT FOR LSN, 19+)")
+    ap.add_argument("--primary-pid", type=int, required=True)
+    ap.add_argument("--strong-bin", required=True, help="the compiled bench/strong.c")
+    ap.add_argument("--strong-n", type=lambda s: [int(x) for x in s.split(",")],
+                    default=[1, 8, 32, 128])
+    ap.add_argument("--strong-seconds", type=float, default=5)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     parts = {"ryw": part_ryw, "wake": part_wake, "idle": part_idle, "check": part_check,
-             "replay": part_replay}
+             "replay": part_replay, "strong": part_strong}
     for name in args.parts.split(","):
         parts[name](args)
 

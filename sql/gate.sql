@@ -192,8 +192,21 @@ SELECT replica_gate.require_fresh('1 min', 0);
 SELECT pg_temp.err($$SELECT replica_gate.fresh_within('-1s')$$);
 SELECT role, replay_lsn, receive_lsn, insert_lsn > '0/0' AS has_insert,
        flush_lsn <= insert_lsn AS flush_le_insert, timeline, replay_paused,
-       streaming, staleness, waiters, preloaded
+       streaming, staleness, waiters, preloaded, question
   FROM replica_gate.status();
+
+-- 'primary' (a strong read) passes at once on a primary, in every form and
+-- any letter case; primary_token() is this server's position, flushed.
+SELECT replica_gate.caught_up('primary'), replica_gate.wait_for_lsn('Primary', 0),
+       replica_gate.caught_up('primary', 'flush');
+SELECT replica_gate.require_lsn('PRIMARY', 0);
+SET replica_gate.require_lsn = 'primary';
+RESET replica_gate.require_lsn;
+SELECT split_part(replica_gate.primary_token(), ':', 1)::int =
+         (SELECT timeline FROM replica_gate.status()) AS own_timeline,
+       split_part(replica_gate.primary_token(), ':', 2)::pg_lsn
+         <= pg_current_wal_flush_lsn() AS flushed;
+SELECT pg_temp.err($$SELECT replica_gate.primary_token(-1)$$);
 
 -- Statistics count every gate call.
 SELECT replica_gate.stats_reset();

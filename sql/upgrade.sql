@@ -31,7 +31,8 @@ SELECT count(*) AS differences FROM (
 	        obj_description(p.oid, 'pg_proc'), p.proacl::text
 	   FROM pg_proc p WHERE p.pronamespace = 'replica_gate'::regnamespace)) d;
 
--- The statistics view gained its gave_way column (0.3.0) at the end.
+-- The statistics view gained its gave_way column (0.3.0), then its question
+-- counters (0.4.0), at the end.
 SELECT attnum, attname FROM pg_attribute
  WHERE attrelid = 'replica_gate.stats'::regclass AND attnum >= 14 ORDER BY attnum;
 

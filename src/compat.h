@@ -148,6 +148,27 @@ extern PGDLLIMPORT ProtocolVersion FrontendProtocol;
 	pstmt, queryString, context, params, queryEnv, dest, qc
 #endif
 
+/* ExecutorRun_hook lost its execute_once argument in 18. */
+#if PG_VERSION_NUM >= 180000
+#define RG_EXECUTOR_RUN_ARGS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count
+#define RG_EXECUTOR_RUN_PASS queryDesc, direction, count
+#else
+#define RG_EXECUTOR_RUN_ARGS \
+	QueryDesc *queryDesc, ScanDirection direction, uint64 count, bool execute_once
+#define RG_EXECUTOR_RUN_PASS queryDesc, direction, count, execute_once
+#endif
+
+/*
+ * From 14 on a portal running a utility statement remembers the snapshot it
+ * pushed (portalSnapshot), pops it afterwards only if it is still on top,
+ * and EnsurePortalSnapshotExists() pushes a new one the same way.  13 pops
+ * its snapshot only if it is still on top, and forgets it otherwise.
+ */
+#if PG_VERSION_NUM >= 140000
+#define RG_HAVE_PORTAL_SNAPSHOT 1
+#endif
+
 /*
  * Wait events: 17 lets an extension name its own (shown in
  * pg_stat_activity.wait_event); before that all extensions share

@@ -9,7 +9,10 @@
  *
  * Each gate function takes its target as a pg_lsn (timeline-blind) or as
  * text, which may be a token "<timeline>:<lsn>" (checked against this
- * server's timeline history, see target.c) or a plain LSN.  A NULL target
+ * server's timeline history, see target.c), a plain LSN, or 'primary': the
+ * primary's position when the gate begins, which a standby learns by asking
+ * the primary (question.c) within the gate's timeout, then waits for as
+ * for a token (a strong read).  A NULL target
  * means "no write to wait for": the gates pass at once.  A NULL timeout
  * means replica_gate.default_timeout.  The optional mode says what to wait
  * for on a standby: 'replay' (the default; the only mode that makes the
@@ -24,8 +27,10 @@
 #include "utils/builtins.h"
 #include "utils/pg_lsn.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "gate.h"
+#include "question.h"
 #include "stats.h"
 #include "target.h"
 #include "wait.h"
@@ -133,13 +138,47 @@ rg_gate_on_primary(const RgTarget *target, RgWaitMode mode)
 }
 
 /*
- * rg_gate_wait
- *		Gate on "target": on a primary at once, on a standby through the wait
- *		loop.  Raises the error of a wait that recovery's end cut short.
+ * rg_gate_ask_primary
+ *		Make target 'primary' the primary's position, learned on a standby by
+ *		a question (question.c) within *timeout_ms, which is lowered by the
+ *		time the question took.  RG_WAIT_REACHED once *target is a token;
+ *		otherwise how the question ended (*why set for RG_WAIT_NO_ANSWER).
  */
 static RgWaitResult
-rg_gate_wait(const RgTarget *target, RgWaitMode mode, int timeout_ms,
-			 RgGuard *guard, XLogRecPtr *position)
+rg_gate_ask_primary(RgTarget *target, int *timeout_ms, RgGuard *guard,
+					RgQuestionFailure *why)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   *timeout_ms);
+	RgTarget	answer;
+
+	switch (rg_question_ask(deadline, guard, &answer, why))
+	{
+		case RG_ASK_ANSWERED:
+			*target = answer;
+			*timeout_ms = (int) Max((deadline - GetCurrentTimestamp()) / 1000, 0);
+			return RG_WAIT_REACHED;
+		case RG_ASK_FAILED:
+			return RG_WAIT_NO_ANSWER;
+		case RG_ASK_TIMEOUT:
+			return RG_WAIT_TIMEOUT;
+		case RG_ASK_GAVE_WAY:
+			return RG_WAIT_GAVE_WAY;
+	}
+	pg_unreachable();
+}
+
+/*
+ * rg_gate_wait
+ *		Gate on "target": on a primary at once, on a standby through the wait
+ *		loop, within timeout_ms; a target 'primary' is first made the
+ *		primary's position (in place, on a standby), and with "check_once"
+ *		the time left after that question is not waited.  Raises the error
+ *		of a wait that recovery's end cut short.
+ */
+static RgWaitResult
+rg_gate_wait(RgTarget *target, RgWaitMode mode, int timeout_ms, bool check_once,
+			 RgGuard *guard, XLogRecPtr *position, RgQuestionFailure *why)
 {
 	RgWaitResult result;
 	const char *t;
@@ -147,10 +186,21 @@ rg_gate_wait(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 
 	if (!RecoveryInProgress())
 	{
-		rg_gate_on_primary(target, mode);
+		if (target->primary)
+			rg_stats_count(RG_WAIT_REACHED, 0);
+		else
+			rg_gate_on_primary(target, mode);
 		return RG_WAIT_REACHED;
 	}
-	result = rg_wait_for_target(target, mode, timeout_ms, guard, position);
+	if (target->primary &&
+		(result = rg_gate_ask_primary(target, &timeout_ms, guard, why)) != RG_WAIT_REACHED)
+	{
+		*position = rg_standby_position(mode, NULL);
+		rg_stats_count(result, 0);
+		return result;
+	}
+	result = rg_wait_for_target(target, mode, check_once ? 0 : timeout_ms,
+								guard, position);
 	if (result != RG_WAIT_NOT_IN_RECOVERY)
 		return result;
 
@@ -184,29 +234,100 @@ rg_gate_wait(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 }
 
 /*
- * rg_gate_require
- *		rg_gate_wait, raising RG001 unless the target was reached.  The SET
- *		form (no guard: it holds no snapshot) and require_lsn() use it.
+ * rg_gate_no_answer
+ *		Raise RG001 for a question that brought no answer, saying why.
  */
-void
-rg_gate_require(const RgTarget *target, RgWaitMode mode, int timeout_ms,
-				RgGuard *guard)
+static void
+rg_gate_no_answer(RgQuestionFailure why)
 {
-	XLogRecPtr	position;
-	RgWaitResult result = rg_gate_wait(target, mode, timeout_ms, guard, &position);
-	const char *t;
-	const char *p;
+	switch (why)
+	{
+		case RG_QUESTION_NO_WORKER:
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_REPLICA_BEHIND),
+					 errmsg("could not learn the primary's position"),
+					 errdetail("The replica_gate question worker does not run on this standby."),
+					 errhint("Add replica_gate to shared_preload_libraries on this standby and restart it; run the read on the primary meanwhile.")));
+			break;
+		case RG_QUESTION_BAD_CONNINFO:
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_REPLICA_BEHIND),
+					 errmsg("could not learn the primary's position"),
+					 errdetail("primary_conninfo or replica_gate.primary_conninfo cannot be parsed."),
+					 errhint("Run the read on the primary.")));
+			break;
+		case RG_QUESTION_CONNECT:
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_REPLICA_BEHIND),
+					 errmsg("could not learn the primary's position"),
+					 errdetail("This standby could not connect to the primary; its server log says why."),
+					 errhint("Run the read on the primary.")));
+			break;
+		case RG_QUESTION_LOST:
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_REPLICA_BEHIND),
+					 errmsg("could not learn the primary's position"),
+					 errdetail("The primary did not answer in time, or the connection to it was lost."),
+					 errhint("Run the read on the primary.")));
+			break;
+		case RG_QUESTION_REFUSED:
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_REPLICA_BEHIND),
+					 errmsg("could not learn the primary's position"),
+					 errdetail("The primary refused the question; this standby's server log says why."),
+					 errhint("The question needs the extension in the database it connects to on the primary: primary_conninfo's dbname, replica_gate.primary_conninfo's, or postgres.")));
+			break;
+		case RG_QUESTION_STANDBY:
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_REPLICA_BEHIND),
+					 errmsg("could not learn the primary's position"),
+					 errdetail("The server asked is in recovery: this standby streams from another standby."),
+					 errhint("Set replica_gate.primary_conninfo on this standby to reach the primary, or run the read on the primary.")));
+			break;
+		case RG_QUESTION_OTHER_SYSTEM:
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_REPLICA_BEHIND),
+					 errmsg("could not learn the primary's position"),
+					 errdetail("The server asked belongs to another database system."),
+					 errhint("Check primary_conninfo and replica_gate.primary_conninfo; run the read on the primary.")));
+			break;
+		case RG_QUESTION_RECOVERY_ENDED:
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_REPLICA_BEHIND),
+					 errmsg("could not learn the primary's position"),
+					 errdetail("This server left recovery while the question was asked."),
+					 errhint("Run the read again.")));
+			break;
+	}
+}
 
-	if (result == RG_WAIT_REACHED)
-		return;
-	t = rg_target_text(target);
-	p = rg_lsn_text(position);
+/*
+ * rg_gate_raise
+ *		Raise the error of a gate whose wait ended with "result" (not
+ *		reached): RG001, with one complete message per case.
+ */
+static void
+rg_gate_raise(const RgTarget *target, RgWaitMode mode, int timeout_ms,
+			  RgWaitResult result, XLogRecPtr position, RgQuestionFailure why)
+{
+	const char *t = rg_target_text(target);
+	const char *p = rg_lsn_text(position);
+
+	if (result == RG_WAIT_NO_ANSWER)
+		rg_gate_no_answer(why);
 	if (result == RG_WAIT_GAVE_WAY)
 		ereport(ERROR,
 				(errcode(ERRCODE_RG_REPLICA_BEHIND),
 				 errmsg("gate on target %s gave way to replay", t),
 				 errdetail("Replay on this standby was waiting on a recovery conflict that the snapshot, locks or buffer pins of the gate's statement could cause."),
 				 errhint("Call the gate as a statement of its own, first in its transaction, or use SET replica_gate.require_lsn; otherwise run the read on the primary.")));
+	if (target->primary)
+		ereport(ERROR,
+				(errcode(ERRCODE_RG_REPLICA_BEHIND),
+				 errmsg("timed out after %d ms waiting for the primary's position",
+						timeout_ms),
+				 errdetail("The primary did not answer this standby's question in time."),
+				 errhint("Run the read on the primary, or wait longer.")));
 	switch (mode)
 	{
 		case RG_MODE_REPLAY:
@@ -234,6 +355,50 @@ rg_gate_require(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 					 errhint("Run the read on the primary, or wait longer.")));
 			break;
 	}
+}
+
+/*
+ * rg_gate_require
+ *		rg_gate_wait, raising RG001 unless the target was reached.  The SET
+ *		form (no guard: it holds no snapshot) and require_lsn() use it.
+ */
+void
+rg_gate_require(const RgTarget *target, RgWaitMode mode, int timeout_ms,
+				RgGuard *guard)
+{
+	RgTarget	resolved = *target;
+	XLogRecPtr	position;
+	RgQuestionFailure why;
+	RgWaitResult result = rg_gate_wait(&resolved, mode, timeout_ms, false,
+									   guard, &position, &why);
+
+	if (result != RG_WAIT_REACHED)
+		rg_gate_raise(&resolved, mode, timeout_ms, result, position, why);
+}
+
+/*
+ * rg_gate_primary_token
+ *		primary_token(): the primary's position as a token, on a primary its
+ *		own, on a standby learned within timeout_ms (RG001 if it cannot be).
+ */
+char *
+rg_gate_primary_token(int timeout_ms)
+{
+	RgTarget	target = {0};
+	RgQuestionFailure why;
+	RgWaitResult result;
+
+	if (!RecoveryInProgress())
+	{
+		target.lsn = rg_primary_position(&target.tli);
+		return rg_target_text(&target);
+	}
+	target.primary = true;
+	result = rg_gate_ask_primary(&target, &timeout_ms, NULL, &why);
+	if (result != RG_WAIT_REACHED)
+		rg_gate_raise(&target, RG_MODE_REPLAY, timeout_ms, result,
+					  InvalidXLogRecPtr, why);
+	return rg_target_text(&target);
 }
 
 /*
@@ -286,6 +451,7 @@ rg_gate_target_arg(FunctionCallInfo fcinfo, bool is_text, const char *gate_name,
 	{
 		target->lsn = PG_GETARG_LSN(0);
 		target->tli = 0;
+		target->primary = false;
 	}
 	rg_gate_check_snapshot(gate_name);
 	return true;
@@ -301,11 +467,13 @@ rg_gate_caught_up(FunctionCallInfo fcinfo, bool is_text)
 	RgWaitMode	mode = rg_gate_mode_arg(fcinfo, 1);
 	RgTarget	target;
 	XLogRecPtr	position;
+	RgQuestionFailure why;
 
 	if (!rg_gate_target_arg(fcinfo, is_text, "replica_gate.caught_up", &target))
 		PG_RETURN_BOOL(true);
-	PG_RETURN_BOOL(rg_gate_wait(&target, mode, 0, NULL, &position) ==
-				   RG_WAIT_REACHED);
+	/* 'primary' is asked within the default timeout, then compared */
+	PG_RETURN_BOOL(rg_gate_wait(&target, mode, rg_gate_timeout(true, 0), true,
+								NULL, &position, &why) == RG_WAIT_REACHED);
 }
 
 /*
@@ -320,12 +488,13 @@ rg_gate_wait_for_lsn(FunctionCallInfo fcinfo, bool is_text)
 	RgTarget	target;
 	RgGuard		guard;
 	XLogRecPtr	position;
+	RgQuestionFailure why;
 
 	if (!rg_gate_target_arg(fcinfo, is_text, "replica_gate.wait_for_lsn", &target))
 		PG_RETURN_BOOL(true);
 	rg_guard_prepare(&guard, fcinfo);
-	PG_RETURN_BOOL(rg_gate_wait(&target, mode, timeout, &guard, &position) ==
-				   RG_WAIT_REACHED);
+	PG_RETURN_BOOL(rg_gate_wait(&target, mode, timeout, false, &guard,
+								&position, &why) == RG_WAIT_REACHED);
 }
 
 /*

@@ -32,6 +32,12 @@
  *    the gate's transaction just before.  It gives way only to a conflict
  *    that lasts RG_GUARD_RELEASED_YIELD_MS: most likely another session's.
  *
+ * 3. A statement gated by the session mode (session.c) waits after it gave
+ *    back its snapshot, holding the locks of its parse analysis and plan:
+ *    it watches like a rule-1 gate, and also gives way to a lock conflict
+ *    as in rule 2.  If the session holds another snapshot (an open cursor),
+ *    it watches as in rule 2.
+ *
  * The guard cannot tell which backends the startup process waits for, so a
  * long conflict caused by another session makes a watching gate give way
  * too; it could not have been caught up before that conflict ended anyway.
@@ -183,6 +189,21 @@ rg_guard_prepare(RgGuard *guard, FunctionCallInfo fcinfo)
 	guard->fcinfo = fcinfo;
 	guard->watching = false;
 	guard->released = false;
+	guard->holds_locks = false;
+}
+
+/*
+ * rg_guard_prepare_statement
+ *		Set up the guard of a statement gated by the session mode (rule 3):
+ *		"released" if the session advertises no xmin any more.
+ */
+void
+rg_guard_prepare_statement(RgGuard *guard, bool released)
+{
+	guard->fcinfo = NULL;
+	guard->watching = false;
+	guard->released = released;
+	guard->holds_locks = released;
 }
 
 /*
@@ -196,7 +217,8 @@ rg_guard_begin(RgGuard *guard)
 	guard->watching = true;
 	guard->conflict_since = 0;
 	guard->conflict_at = InvalidXLogRecPtr;
-	guard->released = rg_guard_gate_alone(guard->fcinfo);
+	if (guard->fcinfo != NULL)
+		guard->released = rg_guard_gate_alone(guard->fcinfo);
 	if (!guard->released)
 		return;
 
@@ -270,27 +292,41 @@ rg_guard_must_yield(RgGuard *guard)
 
 	replayed = GetXLogReplayRecPtr(NULL);
 
-	/* Past the record it may have been listed for, a rule-1 gate is free. */
+	/*
+	 * Past the record it may have been listed for, a released gate is free
+	 * of snapshot conflicts; one that holds no locks stops watching.
+	 */
 	if (guard->released && replayed != guard->released_at)
 	{
-		guard->watching = false;
-		return false;
+		if (!guard->holds_locks)
+		{
+			guard->watching = false;
+			return false;
+		}
+		guard->released_at = InvalidXLogRecPtr;
 	}
 
 	/*
 	 * A pin conflict names its buffer: give way at once if it is ours (a
 	 * gate evaluated during a scan), and never for somebody else's.  A
-	 * rule-1 gate holds no pins or locks: only a snapshot conflict can be
-	 * its, and only one whose backends were listed before it dropped its
-	 * xmin.
+	 * released gate holds no pins: a snapshot conflict can be its only if
+	 * its backends were listed before it dropped its xmin, a lock conflict
+	 * only if its statement holds locks.
 	 */
 	conflict = rg_guard_replay_conflict(&quiet);
 	if (conflict == RG_WAIT_EVENT_BUFFER_CLEANUP)
 		return !guard->released && HoldingBufferPinThatDelaysRecovery();
 	if (conflict == 0 && quiet && guard->released)
-		guard->watching = false;
+	{
+		if (!guard->holds_locks)
+			guard->watching = false;
+		guard->released_at = InvalidXLogRecPtr;
+	}
 	if (conflict == 0 ||
-		(guard->released && conflict != WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT))
+		(guard->released &&
+		 !(conflict == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT &&
+		   guard->released_at != InvalidXLogRecPtr) &&
+		 !(guard->holds_locks && (conflict & 0xFF000000) == PG_WAIT_LOCK)))
 	{
 		guard->conflict_since = 0;
 		return false;
@@ -304,7 +340,8 @@ rg_guard_must_yield(RgGuard *guard)
 		return false;
 	}
 	return now - guard->conflict_since >=
-		(guard->released ? RG_GUARD_RELEASED_YIELD_MS : RG_GUARD_YIELD_MS) * 1000;
+		(guard->released && conflict == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT ?
+		 RG_GUARD_RELEASED_YIELD_MS : RG_GUARD_YIELD_MS) * 1000;
 }
 
 /*

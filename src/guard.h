@@ -16,9 +16,10 @@
 
 typedef struct RgGuard
 {
-	FunctionCallInfo fcinfo;	/* the gate's call */
+	FunctionCallInfo fcinfo;	/* the gate's call, or NULL for a statement's */
 	bool		watching;		/* looking out for recovery conflicts */
 	bool		released;		/* waits without its xmin (rule 1) */
+	bool		holds_locks;	/* released, but its statement holds locks */
 	XLogRecPtr	released_at;	/* replay position when it dropped it */
 	XLogRecPtr	conflict_at;	/* replay position of the conflict seen */
 	TimestampTz conflict_since; /* when it was first seen there, or 0 */
@@ -27,6 +28,7 @@ typedef struct RgGuard
 extern void rg_guard_init(void);
 extern void rg_guard_utility(Node *parsetree);
 extern void rg_guard_prepare(RgGuard *guard, FunctionCallInfo fcinfo);
+extern void rg_guard_prepare_statement(RgGuard *guard, bool released);
 extern void rg_guard_begin(RgGuard *guard);
 extern long rg_guard_poll_ms(const RgGuard *guard);
 extern bool rg_guard_must_yield(RgGuard *guard);

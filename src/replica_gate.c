@@ -4,8 +4,9 @@
  *		Module entry point: settings, and what loading the library sets up.
  *
  * Loaded through shared_preload_libraries, the library also creates the
- * gate statistics in shared memory and, on PostgreSQL 13 to 18, the waiter
- * registry and the replay watcher, so that waiting backends sleep until
+ * gate statistics in shared memory, the question worker that asks the
+ * primary for its position (strong reads, question.c) and, on PostgreSQL 13
+ * to 18, the waiter registry and the replay watcher, so that waiting backends sleep until
  * their target is replayed (19 and later wait in core's registry, preloaded
  * or not).  Loaded on demand (the first call of one of its functions in a
  * session), the gates work the same way but on 13 to 18 each waiting
@@ -23,6 +24,8 @@
 #include "miscadmin.h"
 
 #include "guard.h"
+#include "question.h"
+#include "session.h"
 #include "set_gate.h"
 #include "shmem.h"
 #include "token.h"
@@ -72,6 +75,15 @@ rg_define_settings(void)
 							 GUC_UNIT_MS,
 							 NULL, NULL, NULL);
 
+	DefineCustomStringVariable("replica_gate.primary_conninfo",
+							   "Connection options for asking the primary where it is (strong reads).",
+							   "Laid over primary_conninfo's options: a cascading standby names the primary here, and a database where the extension exists (default postgres).",
+							   &rg_primary_conninfo,
+							   "",
+							   PGC_SIGHUP,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
 	/*
 	 * Reported at connection start when the library is preloaded: a client
 	 * sees, at no extra round trip, that this session can gate (the SET form
@@ -98,6 +110,7 @@ _PG_init(void)
 	rg_set_gate_init();
 	rg_token_init();
 	rg_guard_init();
+	rg_session_init();
 	RG_RESERVE_GUC_PREFIX("replica_gate");
 
 	if (!process_shared_preload_libraries_in_progress)
@@ -105,6 +118,7 @@ _PG_init(void)
 	rg_preloaded = true;
 
 	rg_shmem_install_hooks();
+	rg_question_register();
 #ifndef RG_HAVE_CORE_WAIT
 	rg_watcher_register();
 #endif

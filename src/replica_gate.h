@@ -36,11 +36,15 @@ typedef enum RgWaitMode
 
 #define RG_NMODES (RG_MODE_FLUSH + 1)
 
-/* A gate's target: a token (timeline and LSN), or a plain LSN (tli 0). */
+/*
+ * A gate's target: a token (timeline and LSN), a plain LSN (tli 0), or the
+ * primary's position when the gate begins (primary; question.c learns it).
+ */
 typedef struct RgTarget
 {
 	XLogRecPtr	lsn;
 	TimeLineID	tli;
+	bool		primary;
 } RgTarget;
 
 /* How a gate's wait ended. */
@@ -50,6 +54,7 @@ typedef enum RgWaitResult
 	RG_WAIT_TIMEOUT,			/* timeout expired first (or a check failed) */
 	RG_WAIT_GAVE_WAY,			/* stopped so as not to hold back replay */
 	RG_WAIT_NOT_IN_RECOVERY,	/* recovery ended before the target */
+	RG_WAIT_NO_ANSWER,			/* the primary's position stayed unknown */
 	RG_WAIT_ERROR				/* an error ended the wait (statistics only) */
 } RgWaitResult;
 

@@ -3,7 +3,8 @@
  * set_gate.c
  *		The snapshot-free gate: SET [LOCAL] replica_gate.require_lsn = '<token>'
  *		waits for replay of <token> (or of a plain LSN) before the SET
- *		completes.  Also the module's ProcessUtility hook.
+ *		completes.  Its ProcessUtility hook also tells the write token about
+ *		statements that commit (session.c installs another).
  *
  * A function call always runs inside a statement that holds a snapshot, and
  * on a standby a held snapshot can block the very replay the wait is for (a

@@ -2,7 +2,7 @@
  *
  * shmem.c
  *		Shared memory of replica_gate (the waiter registry, before 19, the
- *		gate statistics and what the upstream is): requesting it at preload
+ *		gate statistics, what the upstream is, the question to the primary): requesting it at preload
  *		and creating it at startup.
  *
  *-------------------------------------------------------------------------
@@ -14,6 +14,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 
+#include "question.h"
 #include "shmem.h"
 #include "stats.h"
 #include "upstream.h"
@@ -35,8 +36,9 @@ rg_shmem_request(void)
 	if (rg_prev_shmem_request_hook)
 		rg_prev_shmem_request_hook();
 #endif
-	RequestAddinShmemSpace(add_size(rg_stats_shmem_size(),
-									rg_upstream_shmem_size()));
+	RequestAddinShmemSpace(add_size(add_size(rg_stats_shmem_size(),
+											 rg_upstream_shmem_size()),
+									rg_question_shmem_size()));
 #ifndef RG_HAVE_CORE_WAIT
 	RequestAddinShmemSpace(rg_registry_shmem_size());
 	RequestNamedLWLockTranche("replica_gate", 1);
@@ -59,6 +61,7 @@ rg_shmem_startup(void)
 #endif
 	rg_stats_shmem_init();
 	rg_upstream_shmem_init();
+	rg_question_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -39,6 +39,7 @@
 
 #include "gate.h"
 #include "guard.h"
+#include "question.h"
 #include "stats.h"
 #include "upstream.h"
 #include "wait.h"
@@ -326,8 +327,8 @@ Datum
 rg_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[11];
-	bool		nulls[11] = {0};
+	Datum		values[12];
+	bool		nulls[12] = {0};
 	int64		us;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -364,6 +365,9 @@ rg_status(PG_FUNCTION_ARGS)
 		nulls[8] = true;
 	values[9] = Int32GetDatum(rg_stats_sleeping());
 	values[10] = BoolGetDatum(rg_preloaded);
+	/* the question connection, on a standby (from version 0.4.0 on) */
+	values[11] = CStringGetTextDatum(rg_question_state());
+	nulls[11] = !RecoveryInProgress();
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -38,6 +38,10 @@ enum
 	RG_MAX_WAIT_US,
 	RG_HIST,					/* RG_HIST_BUCKETS histogram buckets */
 	RG_GAVE_WAY = RG_HIST + RG_HIST_BUCKETS,	/* after stats_reset, see below */
+	RG_STRONG_READS,			/* gates on 'primary' that asked */
+	RG_QUESTIONS,				/* questions the question worker asked */
+	RG_QUESTIONS_FAILED,
+	RG_QUESTION_TIME_US,		/* their total time */
 	RG_NCOUNTERS
 };
 
@@ -138,6 +142,26 @@ rg_stats_count(RgWaitResult result, TimestampTz slept_since)
 	rg_stats_add(RG_HIST + bucket, 1);
 }
 
+/* A gate on 'primary' asked the question worker. */
+void
+rg_stats_strong_read(void)
+{
+	if (rg_stats != NULL)
+		rg_stats_add(RG_STRONG_READS, 1);
+}
+
+/* The question worker asked the primary, in "us" microseconds. */
+void
+rg_stats_question(bool answered, int64 us)
+{
+	if (rg_stats == NULL)
+		return;
+	rg_stats_add(RG_QUESTIONS, 1);
+	if (!answered)
+		rg_stats_add(RG_QUESTIONS_FAILED, 1);
+	rg_stats_add(RG_QUESTION_TIME_US, (uint64) Max(us, 0));
+}
+
 /* Backends sleeping in a gate right now (0 without preload). */
 int
 rg_stats_sleeping(void)
@@ -160,10 +184,10 @@ rg_stats_require_preload(void)
 /*
  * stats() returns the single row of the replica_gate.stats view.
  *
- * Counters added after version 0.2.0 come after the stats_reset column, so
- * that a new library still fills the row of the 0.2.0 definition (until
- * ALTER EXTENSION ... UPDATE) correctly: heap_form_tuple() takes only as
- * many values as the row has columns.
+ * Counters added after version 0.2.0 come after the stats_reset column, in
+ * the order they were added, so that a new library still fills the row of
+ * an older definition (until ALTER EXTENSION ... UPDATE) correctly:
+ * heap_form_tuple() takes only as many values as the row has columns.
  */
 Datum
 rg_stats_sql(PG_FUNCTION_ARGS)
@@ -183,7 +207,7 @@ rg_stats_sql(PG_FUNCTION_ARGS)
 		int			column = i < RG_GAVE_WAY ? i : i + 1;
 
 		/* times are shown in milliseconds, like pg_stat_statements */
-		if (i == RG_WAIT_TIME_US || i == RG_MAX_WAIT_US)
+		if (i == RG_WAIT_TIME_US || i == RG_MAX_WAIT_US || i == RG_QUESTION_TIME_US)
 			values[column] = Float8GetDatum(v / 1000.0);
 		else
 			values[column] = Int64GetDatum((int64) v);

@@ -20,6 +20,7 @@
 #include "postgres.h"
 
 #include "access/timeline.h"
+#include "access/xlog_internal.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/pg_list.h"
@@ -60,24 +61,30 @@ rg_token_text(TimeLineID tli, XLogRecPtr lsn)
 char *
 rg_target_text(const RgTarget *target)
 {
+	if (target->primary)
+		return pstrdup("primary");
 	if (target->tli == 0)
 		return rg_lsn_text(target->lsn);
 	return rg_token_text(target->tli, target->lsn);
 }
 
 /*
- * rg_target_parse
- *		Parse a gate's target, a token or a plain LSN, into *target (tli 0
- *		for a plain LSN).  Malformed text is an error.
+ * rg_target_scan
+ *		Parse a gate's target, a token, a plain LSN or 'primary', into
+ *		*target (tli 0 for a plain LSN); false if malformed.
  */
-void
-rg_target_parse(const char *text, RgTarget *target)
+bool
+rg_target_scan(const char *text, RgTarget *target)
 {
 	const char *colon = strchr(text, ':');
 	const char *lsn_text = text;
 	bool		bad = false;
 
 	target->tli = 0;
+	target->lsn = InvalidXLogRecPtr;
+	target->primary = (pg_strcasecmp(text, "primary") == 0);
+	if (target->primary)
+		return true;
 	if (colon != NULL)
 	{
 		size_t		digits = strspn(text, "0123456789");
@@ -92,13 +99,23 @@ rg_target_parse(const char *text, RgTarget *target)
 	}
 	if (!bad)
 		target->lsn = rg_lsn_in(lsn_text, &bad);
-	if (bad)
+	return !bad;
+}
+
+/*
+ * rg_target_parse
+ *		rg_target_scan, with malformed text an error.
+ */
+void
+rg_target_parse(const char *text, RgTarget *target)
+{
+	if (!rg_target_scan(text, target))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 colon ?
+				 strchr(text, ':') ?
 				 errmsg("invalid input syntax for a replica_gate token: \"%s\"", text) :
 				 errmsg("invalid input syntax for type %s: \"%s\"", "pg_lsn", text),
-				 errhint("A gate takes a token \"<timeline>:<lsn>\" or a plain LSN.")));
+				 errhint("A gate takes a token \"<timeline>:<lsn>\", a plain LSN or \"primary\".")));
 }
 
 /*
@@ -165,6 +182,7 @@ rg_target_reached(const RgTarget *target, XLogRecPtr position,
 {
 	XLogRecPtr	end;
 
+	Assert(!target->primary);
 	if (target->tli == 0 || target->tli == tli)
 		return position >= target->lsn;
 
@@ -196,6 +214,35 @@ rg_target_reached(const RgTarget *target, XLogRecPtr position,
 						   target->tli, rg_lsn_text(end), tli),
 				 errhint("Tell the user the write was lost, or redo it; waiting or reading elsewhere will not bring it back.")));
 	return position >= target->lsn;
+}
+
+/*
+ * rg_primary_position
+ *		On a primary: a position that covers every commit whose COMMIT has
+ *		returned, and its timeline; the answer to a strong read's question.
+ *
+ * The flush position misses commits made with synchronous_commit = off,
+ * whose COMMIT returns before their record is flushed (and so before it
+ * can be sent).  The insert position covers them, but when the last record
+ * ended at a page boundary it points past the next page's header, which
+ * replay never reports: back off to the boundary, the end of that record.
+ * Then flush up to there, so that the WAL is sent now rather than when the
+ * WAL writer gets to it (it may never, on an idle primary, for WAL that
+ * holds no commit).
+ */
+XLogRecPtr
+rg_primary_position(TimeLineID *tli)
+{
+	XLogRecPtr	position = GetXLogInsertRecPtr();
+	uint64		in_segment = XLogSegmentOffset(position, wal_segment_size);
+
+	if (in_segment == SizeOfXLogLongPHD)
+		position -= SizeOfXLogLongPHD;
+	else if (position % XLOG_BLCKSZ == SizeOfXLogShortPHD && in_segment > XLOG_BLCKSZ)
+		position -= SizeOfXLogShortPHD;
+	XLogFlush(position);
+	*tli = RG_INSERT_TLI();
+	return position;
 }
 
 /*

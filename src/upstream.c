@@ -39,10 +39,8 @@
  */
 #include "postgres.h"
 
-#include "libpq-fe.h"
 #include "miscadmin.h"
 #include "replication/walreceiver.h"
-#include "storage/fd.h"
 #include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/shmem.h"
@@ -50,6 +48,7 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "remote.h"
 #include "upstream.h"
 
 /* How long the question may take, and how long to wait after a failure. */
@@ -117,95 +116,6 @@ rg_upstream_same_key(const RgUpstreamKey *a, const RgUpstreamKey *b)
 }
 
 /*
- * rg_upstream_wait
- *		Wait until conn's socket is readable (or writable), our latch is
- *		set, or the deadline passes; false once it has passed.
- */
-static bool
-rg_upstream_wait(PGconn *conn, bool for_write, TimestampTz deadline)
-{
-	long		ms = (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
-	int			rc;
-
-	if (ms <= 0)
-		return false;
-	rc = WaitLatchOrSocket(MyLatch,
-						   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
-						   (for_write ? WL_SOCKET_WRITEABLE : WL_SOCKET_READABLE),
-						   PQsocket(conn), ms,
-						   RG_WAIT_EVENT(rg_upstream_event, "ReplicaGateUpstream"));
-	if (rc & WL_LATCH_SET)
-	{
-		ResetLatch(MyLatch);
-		CHECK_FOR_INTERRUPTS();
-	}
-	return true;
-}
-
-/*
- * rg_upstream_start
- *		Start connecting to the sender: primary_conninfo's options (URI or
- *		keyword form) with the sender's host and port, a physical
- *		replication connection named replica_gate.  NULL if
- *		primary_conninfo cannot be parsed.
- */
-static PGconn *
-rg_upstream_start(const char *host, int port)
-{
-	PQconninfoOption *options;
-	char	   *err = NULL;
-	char		port_text[16];
-	const char **keys;
-	const char **values;
-	int			n = 0;
-	PGconn	   *conn;
-
-	options = PQconninfoParse(PrimaryConnInfo ? PrimaryConnInfo : "", &err);
-	if (options == NULL)
-	{
-		if (err)
-			PQfreemem(err);
-		return NULL;
-	}
-	for (PQconninfoOption *o = options; o->keyword; o++)
-		n++;
-	keys = palloc((n + 6) * sizeof(char *));
-	values = palloc((n + 6) * sizeof(char *));
-	n = 0;
-	for (PQconninfoOption *o = options; o->keyword; o++)
-	{
-		bool		overridden = false;
-
-		for (int i = 0; i < lengthof(rg_upstream_overridden); i++)
-			overridden |= (strcmp(o->keyword, rg_upstream_overridden[i]) == 0);
-		if (o->val != NULL && o->val[0] != '\0' && !overridden)
-		{
-			keys[n] = o->keyword;
-			values[n++] = o->val;
-		}
-	}
-	snprintf(port_text, sizeof(port_text), "%d", port);
-	keys[n] = "host";
-	values[n++] = host;
-	keys[n] = "port";
-	values[n++] = port_text;
-	keys[n] = "dbname";
-	values[n++] = "replication";
-	keys[n] = "replication";
-	values[n++] = "true";
-	keys[n] = "application_name";
-	values[n++] = "replica_gate";
-	keys[n] = NULL;
-	values[n] = NULL;
-
-	conn = PQconnectStartParams(keys, values, false);
-	PQconninfoFree(options);
-	pfree(keys);
-	pfree(values);
-	return conn;
-}
-
-/*
  * rg_upstream_show
  *		The value of setting "name" on a connected sender (palloc'd), or
  *		NULL if it does not answer in time.
@@ -218,21 +128,13 @@ rg_upstream_show(PGconn *conn, const char *name, TimestampTz deadline)
 	char	   *value = NULL;
 
 	snprintf(query, sizeof(query), "SHOW %s", name);
-	if (!PQsendQuery(conn, query))
-		return NULL;
-	for (;;)
-	{
-		/* PQgetResult() would block until the next message arrives */
-		while (PQisBusy(conn))
-			if (!rg_upstream_wait(conn, false, deadline) || !PQconsumeInput(conn))
-				return NULL;
-		if ((res = PQgetResult(conn)) == NULL)
-			return value;
-		if (value == NULL && PQresultStatus(res) == PGRES_TUPLES_OK &&
-			PQntuples(res) == 1)
-			value = pstrdup(PQgetvalue(res, 0, 0));
-		PQclear(res);
-	}
+	res = rg_remote_query(conn, query, deadline,
+						  RG_WAIT_EVENT(rg_upstream_event, "ReplicaGateUpstream"));
+	if (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK &&
+		PQntuples(res) == 1)
+		value = pstrdup(PQgetvalue(res, 0, 0));
+	PQclear(res);
+	return value;
 }
 
 /*
@@ -269,49 +171,53 @@ rg_upstream_answer(PGconn *conn, TimestampTz deadline, int64 *unflushed_us)
  *		Connect to the sender at host:port and ask whether it is a standby,
  *		within RG_UPSTREAM_TIMEOUT_MS; UNKNOWN if that fails (logged if
  *		log_failure).  A primary's *unflushed_us is set.
+ *
+ * The connection takes primary_conninfo's options (URI or keyword form)
+ * with the sender's host and port: a physical replication connection named
+ * replica_gate.
  */
 static RgUpstreamState
 rg_upstream_ask(const char *host, int port, bool log_failure,
 				int64 *unflushed_us)
 {
+	RgRemoteOptions options = {0};
 	PGconn	   *volatile conn = NULL;
 	volatile RgUpstreamState state = RG_UPSTREAM_UNKNOWN;
+	char	   *error = "primary_conninfo cannot be parsed";
+	char		port_text[16];
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   RG_UPSTREAM_TIMEOUT_MS);
 
-	if (!AcquireExternalFD())
+	snprintf(port_text, sizeof(port_text), "%d", port);
+	if (rg_remote_add_conninfo(&options, PrimaryConnInfo))
 	{
-		if (log_failure)
-			ereport(LOG,
-					(errmsg("replica_gate could not ask the WAL sender whether it is a standby: out of file descriptors")));
-		return RG_UPSTREAM_UNKNOWN;
+		for (int i = 0; i < lengthof(rg_upstream_overridden); i++)
+			rg_remote_set(&options, rg_upstream_overridden[i], NULL);
+		rg_remote_set(&options, "host", host);
+		rg_remote_set(&options, "port", port_text);
+		rg_remote_set(&options, "dbname", "replication");
+		rg_remote_set(&options, "replication", "true");
+		rg_remote_set(&options, "application_name", "replica_gate");
+		conn = rg_remote_connect(&options, deadline,
+								 RG_WAIT_EVENT(rg_upstream_event, "ReplicaGateUpstream"),
+								 &error);
 	}
 	PG_TRY();
 	{
-		PostgresPollingStatusType poll = PGRES_POLLING_WRITING;
-
-		conn = rg_upstream_start(host, port);
-		if (conn != NULL && PQstatus(conn) != CONNECTION_BAD)
+		if (conn != NULL)
 		{
-			while (poll != PGRES_POLLING_OK && poll != PGRES_POLLING_FAILED &&
-				   rg_upstream_wait(conn, poll == PGRES_POLLING_WRITING, deadline))
-				poll = PQconnectPoll(conn);
-			if (poll == PGRES_POLLING_OK)
-				state = rg_upstream_answer(conn, deadline, unflushed_us);
+			state = rg_upstream_answer(conn, deadline, unflushed_us);
+			error = "no answer";
 		}
 		if (state == RG_UPSTREAM_UNKNOWN && log_failure)
 			ereport(LOG,
 					(errmsg("replica_gate could not ask the WAL sender at \"%s\" port %d whether it is a standby: %s",
-							host, port,
-							conn == NULL ? "primary_conninfo cannot be parsed" :
-							PQstatus(conn) == CONNECTION_BAD ? pchomp(PQerrorMessage(conn)) :
-							poll != PGRES_POLLING_OK ? "timed out" : "no answer"),
+							host, port, error),
 					 errdetail("Staleness is unknown until the question succeeds; it is retried every second.")));
 	}
 	PG_FINALLY();
 	{
-		PQfinish(conn);
-		ReleaseExternalFD();
+		rg_remote_finish(conn);
 	}
 	PG_END_TRY();
 	return state;

@@ -6,7 +6,7 @@
 \pset tuples_only true
 \pset pager off
 
-SELECT plan(89);
+SELECT plan(98);
 
 -- Signatures.
 SELECT has_schema('replica_gate');
@@ -28,12 +28,16 @@ SELECT function_returns('replica_gate', 'fresh_within', ARRAY['interval', 'integ
 SELECT function_returns('replica_gate', 'require_fresh', ARRAY['interval', 'integer'], 'void');
 SELECT function_returns('replica_gate', 'status', ARRAY[]::text[], 'record');
 SELECT function_returns('replica_gate', 'stats_reset', ARRAY[]::text[], 'void');
+SELECT function_returns('replica_gate', 'primary_token', ARRAY['integer'], 'text');
+SELECT is((SELECT pg_get_function_arguments('replica_gate.primary_token(integer)'::regprocedure)),
+	'timeout_ms integer DEFAULT NULL::integer', 'primary_token arguments and defaults');
 SELECT has_view('replica_gate', 'stats', 'view replica_gate.stats');
 SELECT columns_are('replica_gate', 'stats', ARRAY['calls', 'immediate', 'waits', 'timeouts',
 	'errors', 'wait_time', 'max_wait_time', 'waits_le_1ms', 'waits_le_10ms', 'waits_le_100ms',
-	'waits_le_1s', 'waits_le_10s', 'waits_gt_10s', 'stats_reset', 'gave_way']);
+	'waits_le_1s', 'waits_le_10s', 'waits_gt_10s', 'stats_reset', 'gave_way', 'strong_reads',
+	'questions', 'questions_failed', 'question_time']);
 SELECT is(pg_get_function_arguments('replica_gate.status()'::regprocedure),
-	'OUT role text, OUT replay_lsn pg_lsn, OUT receive_lsn pg_lsn, OUT insert_lsn pg_lsn, OUT flush_lsn pg_lsn, OUT timeline integer, OUT replay_paused boolean, OUT streaming boolean, OUT staleness interval, OUT waiters integer, OUT preloaded boolean',
+	'OUT role text, OUT replay_lsn pg_lsn, OUT receive_lsn pg_lsn, OUT insert_lsn pg_lsn, OUT flush_lsn pg_lsn, OUT timeline integer, OUT replay_paused boolean, OUT streaming boolean, OUT staleness interval, OUT waiters integer, OUT preloaded boolean, OUT question text',
 	'status() columns');
 SELECT function_returns('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text'], 'boolean');
 SELECT function_returns('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'boolean');
@@ -67,6 +71,7 @@ SELECT function_privs_are('replica_gate', 'staleness', ARRAY[]::text[], 'public'
 SELECT function_privs_are('replica_gate', 'fresh_within', ARRAY['interval', 'integer'], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'require_fresh', ARRAY['interval', 'integer'], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'status', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'primary_token', ARRAY['integer'], 'public', ARRAY['EXECUTE']);
 SELECT table_privs_are('replica_gate', 'stats', 'public', ARRAY['SELECT']);
 SELECT function_privs_are('replica_gate', 'stats_reset', ARRAY[]::text[], 'public', ARRAY[]::text[],
 	'stats_reset is not for PUBLIC');
@@ -78,12 +83,24 @@ SELECT is(current_setting('replica_gate.default_timeout'), '1s', 'default_timeou
 SELECT is(current_setting('replica_gate.max_timeout'), '1min', 'max_timeout defaults to 1min');
 SELECT is(current_setting('replica_gate.poll_interval'), '500us', 'poll_interval defaults to 0.5 ms');
 SELECT is(current_setting('replica_gate.require_lsn'), '', 'require_lsn starts empty');
+SELECT is(current_setting('replica_gate.primary_conninfo'), '', 'primary_conninfo starts empty');
+SELECT is(current_setting('replica_gate.consistency'), 'eventual', 'consistency defaults to eventual');
+SELECT is(current_setting('replica_gate.read_after'), '', 'read_after starts empty');
+SELECT throws_ok($$SET replica_gate.read_after = 'primary'$$, '22023',
+	'invalid value for parameter "replica_gate.read_after": "primary"', 'read_after takes a token, not primary');
+SELECT throws_ok($$SET replica_gate.read_after = '1:junk'$$, '22023',
+	'invalid value for parameter "replica_gate.read_after": "1:junk"', 'read_after refuses a malformed token');
+SELECT lives_ok($$SET replica_gate.read_after = '1:0/1'; SET replica_gate.consistency = strong; SELECT 1; RESET replica_gate.read_after; RESET replica_gate.consistency$$,
+	'on a primary the session mode and the floor pass every statement');
 SELECT results_eq(
 	$$SELECT name, context, coalesce(unit, '') FROM pg_settings WHERE name LIKE 'replica_gate.%' ORDER BY name$$,
-	$$VALUES ('replica_gate.default_timeout', 'user', 'ms'),
+	$$VALUES ('replica_gate.consistency', 'user', ''),
+	         ('replica_gate.default_timeout', 'user', 'ms'),
 	         ('replica_gate.last_commit_token', 'internal', ''),
 	         ('replica_gate.max_timeout', 'superuser', 'ms'),
 	         ('replica_gate.poll_interval', 'sighup', 'ms'),
+	         ('replica_gate.primary_conninfo', 'sighup', ''),
+	         ('replica_gate.read_after', 'user', ''),
 	         ('replica_gate.require_lsn', 'user', ''),
 	         ('replica_gate.version', 'internal', '')$$,
 	'settings: contexts and units');

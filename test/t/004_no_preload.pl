@@ -50,6 +50,16 @@ my ($ret, $out, $err) = $standby->psql('postgres',
 	"\\set VERBOSITY verbose\nSELECT * FROM replica_gate.stats");
 like($err, qr/55000: replica_gate statistics need shared memory/,
 	'the statistics need the library preloaded');
+# Strong reads need the question worker, which only preloading starts: they
+# fail closed.
+($ret, $out, $err) = $standby->psql('postgres',
+	"\\set VERBOSITY verbose\nSELECT replica_gate.require_lsn('primary', 500); SELECT v FROM t");
+like($err, qr/RG001: could not learn the primary's position/,
+	'without preload a strong read raises RG001');
+like($err, qr/question worker does not run/, 'and says the question worker does not run');
+is($out, '', 'and the read did not run');
+is($standby->safe_psql('postgres', "SELECT replica_gate.wait_for_lsn('primary', 100), question FROM replica_gate.status()"),
+	'f|off', "wait_for_lsn('primary') is false, status() shows the question off");
 # Staleness needs to know that the sender is the primary, which only a
 # preloaded library asks (once for the whole server): unknown here.
 $primary->safe_psql('postgres', 'CREATE TABLE fresh (v int)');

@@ -1,0 +1,72 @@
+/* replica_gate--0.3.0--0.4.0.sql */
+
+-- complain if script is sourced in psql, rather than via ALTER EXTENSION
+\echo Use "ALTER EXTENSION replica_gate UPDATE TO '0.4.0'" to load this file. \quit
+
+-- Strong reads: the primary's position as a token.  A standby's question
+-- worker calls it on the primary.
+CREATE FUNCTION primary_token(timeout_ms integer DEFAULT NULL)
+RETURNS text
+AS 'MODULE_PATHNAME', 'rg_primary_token'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION primary_token(integer) IS
+'the primary''s position as a token ''<timeline>:<lsn>'', covering every commit acknowledged before the call: on a primary its own (flushed), on a standby asked of the primary within timeout_ms (SQLSTATE RG001 if it cannot be)';
+
+-- status() shows the question connection; stats() counts strong reads and
+-- questions.  New columns come last, so that a new library fills the old
+-- rows too.
+DROP FUNCTION status();
+
+CREATE FUNCTION status(
+	OUT role text,
+	OUT replay_lsn pg_lsn,
+	OUT receive_lsn pg_lsn,
+	OUT insert_lsn pg_lsn,
+	OUT flush_lsn pg_lsn,
+	OUT timeline integer,
+	OUT replay_paused boolean,
+	OUT streaming boolean,
+	OUT staleness interval,
+	OUT waiters integer,
+	OUT preloaded boolean,
+	OUT question text)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rg_status'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION status() IS
+'what this node can serve, in one row: role, WAL positions, timeline, replay and receiver state, staleness bound, waiting gates, whether the library is preloaded here, the state of the connection that asks the primary (standby)';
+
+DROP VIEW stats;
+DROP FUNCTION stats();
+
+CREATE FUNCTION stats(
+	OUT calls bigint,
+	OUT immediate bigint,
+	OUT waits bigint,
+	OUT timeouts bigint,
+	OUT errors bigint,
+	OUT wait_time double precision,
+	OUT max_wait_time double precision,
+	OUT waits_le_1ms bigint,
+	OUT waits_le_10ms bigint,
+	OUT waits_le_100ms bigint,
+	OUT waits_le_1s bigint,
+	OUT waits_le_10s bigint,
+	OUT waits_gt_10s bigint,
+	OUT stats_reset timestamptz,
+	OUT gave_way bigint,
+	OUT strong_reads bigint,
+	OUT questions bigint,
+	OUT questions_failed bigint,
+	OUT question_time double precision)
+RETURNS record
+AS 'MODULE_PATHNAME', 'rg_stats_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+CREATE VIEW stats AS SELECT * FROM stats();
+GRANT SELECT ON stats TO PUBLIC;
+
+COMMENT ON VIEW stats IS
+'cumulative gate statistics of this server since the last stats_reset() (needs shared_preload_libraries)';

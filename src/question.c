@@ -1,0 +1,526 @@
+/*-------------------------------------------------------------------------
+ *
+ * question.c
+ *		Strong reads' question: where is the primary now?  A background
+ *		worker on each standby keeps a connection to the primary and asks it
+ *		for its position on behalf of the backends that gate on 'primary';
+ *		backends that arrive together share one question.
+ *
+ * Sharing.  Questions are numbered.  A backend takes the number of the next
+ * question not yet sent (sent + 1), raises "requested" to it, wakes the
+ * worker and sleeps on a condition variable until a question of that
+ * number or a later one is answered.  The worker has one question in
+ * flight at a time, numbered with the highest number requested when it is
+ * sent, so every backend that arrived while a question was in flight rides
+ * on the next one.  An answer to a question sent before a backend arrived
+ * never serves it: it can miss a commit acknowledged after that question
+ * was sent but before the backend's statement began.
+ *
+ * The answer.  The worker runs RG_QUESTION_SQL on the primary: its system
+ * identifier, and a token whose position covers every commit acknowledged
+ * before the question, asynchronous ones included (rg_primary_position()
+ * in target.c, through replica_gate.primary_token()).  No row means the
+ * server asked is in recovery (this standby cascades and
+ * replica_gate.primary_conninfo does not name the primary); another system
+ * identifier means another cluster.  Both fail the question.  The token's
+ * timeline is checked by the gate, like any token's (RG002, RG003).
+ *
+ * The connection.  primary_conninfo's options (host, hostaddr, port, user,
+ * password, TLS...), with replica_gate.primary_conninfo's laid over them;
+ * the database is the one named there, else "postgres", and the extension
+ * must exist in it on the primary.  It is opened at the first question,
+ * again after a failure (at most every RG_QUESTION_RETRY_MS; questions
+ * asked in between fail at once with the last failure), and whenever the
+ * WAL receiver process or these settings change, since the primary may
+ * then be another server.  The worker logs failures (the server log, never
+ * a client); backends learn only the kind of failure.  Without
+ * shared_preload_libraries there is no worker, and every question fails.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "miscadmin.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "replication/walreceiver.h"
+#include "storage/condition_variable.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+#include "tcop/tcopprot.h"
+#include "utils/guc.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+#include "question.h"
+#include "remote.h"
+#include "stats.h"
+#include "target.h"
+
+/* How long a connection attempt or a question may take. */
+#define RG_QUESTION_TIMEOUT_MS	5000
+
+/* After a failed connection attempt, the next one waits this long. */
+#define RG_QUESTION_RETRY_MS	500
+
+/* How often an idle worker looks whether the server left recovery. */
+#define RG_QUESTION_IDLE_MS		1000
+
+#define RG_QUESTION_SQL \
+	"SELECT system_identifier::pg_catalog.text, replica_gate.primary_token()" \
+	" FROM pg_catalog.pg_control_system() WHERE NOT pg_catalog.pg_is_in_recovery()"
+
+/* The connection's state, as status() shows it. */
+typedef enum RgQuestionConn
+{
+	RG_CONN_NONE,				/* not opened yet */
+	RG_CONN_OPEN,
+	RG_CONN_FAILED				/* the last question failed */
+} RgQuestionConn;
+
+typedef struct RgQuestionShared
+{
+	slock_t		mutex;
+	Latch	   *worker_latch;	/* NULL while no worker runs */
+	uint64		requested;		/* highest question number waited for */
+	uint64		sent;			/* number of the question sent last */
+	uint64		answered;		/* number of the question ended last */
+	bool		failed;			/* that question failed: */
+	RgQuestionFailure failure;	/* why */
+	RgTarget	answer;			/* else the primary's position */
+	RgQuestionConn conn;
+	ConditionVariable cv;		/* broadcast when a question ends */
+} RgQuestionShared;
+
+char	   *rg_primary_conninfo = NULL;
+
+static RgQuestionShared *rg_question = NULL;
+static uint32 rg_question_event = 0;
+static uint32 rg_question_worker_event = 0;
+
+/* In the worker: the failure logged last, logged again only after a change. */
+static int	rg_question_logged = -1;
+
+PGDLLEXPORT void rg_question_main(Datum arg);
+
+Size
+rg_question_shmem_size(void)
+{
+	return sizeof(RgQuestionShared);
+}
+
+/*
+ * rg_question_shmem_init
+ *		Create or attach to the shared question; called with
+ *		AddinShmemInitLock held.
+ */
+void
+rg_question_shmem_init(void)
+{
+	bool		found;
+
+	rg_question = ShmemInitStruct("replica_gate question",
+								  sizeof(RgQuestionShared), &found);
+	if (found)
+		return;
+	memset(rg_question, 0, sizeof(RgQuestionShared));
+	SpinLockInit(&rg_question->mutex);
+	ConditionVariableInit(&rg_question->cv);
+}
+
+/*
+ * rg_question_register
+ *		Register the question worker; called from _PG_init at preload.  It
+ *		starts once the server accepts read-only connections and leaves for
+ *		good when the server is not (or no longer) in recovery.
+ */
+void
+rg_question_register(void)
+{
+	BackgroundWorker worker;
+
+	memset(&worker, 0, sizeof(worker));
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
+	worker.bgw_start_time = BgWorkerStart_ConsistentState;
+	worker.bgw_restart_time = 1;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "replica_gate");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "rg_question_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "replica_gate question");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "replica_gate question");
+	RegisterBackgroundWorker(&worker);
+}
+
+/*
+ * rg_question_ask
+ *		The primary's position, as learned by a question sent after this
+ *		call began, into *answer; waits until "deadline".  A guard (of a
+ *		function-form gate) keeps the wait from holding back replay.
+ */
+RgAskResult
+rg_question_ask(TimestampTz deadline, RgGuard *guard, RgTarget *answer,
+				RgQuestionFailure *why)
+{
+	uint64		mine;
+	Latch	   *worker;
+	RgAskResult result;
+
+	if (rg_question == NULL)
+	{
+		*why = RG_QUESTION_NO_WORKER;
+		return RG_ASK_FAILED;
+	}
+
+	SpinLockAcquire(&rg_question->mutex);
+	mine = rg_question->sent + 1;
+	if (rg_question->requested < mine)
+		rg_question->requested = mine;
+	worker = rg_question->worker_latch;
+	SpinLockRelease(&rg_question->mutex);
+	if (worker == NULL)
+	{
+		*why = RG_QUESTION_NO_WORKER;
+		return RG_ASK_FAILED;
+	}
+	SetLatch(worker);
+	rg_stats_strong_read();
+
+	if (guard != NULL)
+		rg_guard_begin(guard);
+	ConditionVariablePrepareToSleep(&rg_question->cv);
+	for (;;)
+	{
+		long		ms = (long) ((deadline - GetCurrentTimestamp() + 999) / 1000);
+		long		look_ms = rg_guard_poll_ms(guard);
+		bool		ended;
+
+		SpinLockAcquire(&rg_question->mutex);
+		ended = rg_question->answered >= mine;
+		*answer = rg_question->answer;
+		*why = rg_question->failure;
+		result = rg_question->failed ? RG_ASK_FAILED : RG_ASK_ANSWERED;
+		/* a worker that left does not answer */
+		if (!ended && rg_question->worker_latch == NULL)
+		{
+			ended = true;
+			*why = RG_QUESTION_NO_WORKER;
+			result = RG_ASK_FAILED;
+		}
+		SpinLockRelease(&rg_question->mutex);
+		if (ended)
+			break;
+		if (rg_guard_must_yield(guard))
+		{
+			result = RG_ASK_GAVE_WAY;
+			break;
+		}
+		if (ms <= 0)
+		{
+			result = RG_ASK_TIMEOUT;
+			break;
+		}
+		(void) ConditionVariableTimedSleep(&rg_question->cv,
+										   look_ms > 0 ? Min(ms, look_ms) : ms,
+										   RG_WAIT_EVENT(rg_question_event, "ReplicaGateQuestion"));
+	}
+	ConditionVariableCancelSleep();
+	return result;
+}
+
+/*
+ * rg_question_state
+ *		The question connection's state, for status(): "off" without a
+ *		worker, else "not opened", "open" or "failed".
+ */
+const char *
+rg_question_state(void)
+{
+	RgQuestionConn conn;
+	bool		running;
+
+	if (rg_question == NULL)
+		return "off";
+	SpinLockAcquire(&rg_question->mutex);
+	conn = rg_question->conn;
+	running = rg_question->worker_latch != NULL;
+	SpinLockRelease(&rg_question->mutex);
+	if (!running)
+		return "off";
+	return conn == RG_CONN_OPEN ? "open" : conn == RG_CONN_FAILED ? "failed" : "not opened";
+}
+
+/*
+ * rg_question_end
+ *		End every question sent so far: with "answer", or failed for "why"
+ *		(answer NULL), and wake the backends waiting for them.
+ */
+static void
+rg_question_end(const RgTarget *answer, RgQuestionFailure why)
+{
+	SpinLockAcquire(&rg_question->mutex);
+	rg_question->answered = rg_question->sent;
+	rg_question->failed = (answer == NULL);
+	rg_question->failure = why;
+	if (answer != NULL)
+		rg_question->answer = *answer;
+	rg_question->conn = answer != NULL ? RG_CONN_OPEN : RG_CONN_FAILED;
+	SpinLockRelease(&rg_question->mutex);
+	ConditionVariableBroadcast(&rg_question->cv);
+}
+
+/* The worker leaves: nobody will answer what is pending. */
+static void
+rg_question_worker_exit(int code, Datum arg)
+{
+	SpinLockAcquire(&rg_question->mutex);
+	rg_question->worker_latch = NULL;
+	rg_question->sent = rg_question->requested;
+	rg_question->conn = RG_CONN_NONE;
+	SpinLockRelease(&rg_question->mutex);
+	rg_question_end(NULL, RG_QUESTION_NO_WORKER);
+}
+
+/*
+ * rg_question_log_level
+ *		LOG for a failure of a kind other than the one logged last, DEBUG1
+ *		for the same kind again: a primary that is down for an hour is
+ *		logged once, not twice a second.
+ */
+static int
+rg_question_log_level(RgQuestionFailure why)
+{
+	int			level = (rg_question_logged == (int) why) ? DEBUG1 : LOG;
+
+	rg_question_logged = (int) why;
+	return level;
+}
+
+/*
+ * rg_question_connect
+ *		Open the connection to the primary (see the file header); NULL and
+ *		*why on failure, logged.
+ */
+static PGconn *
+rg_question_connect(TimestampTz deadline, RgQuestionFailure *why)
+{
+	RgRemoteOptions options = {0};
+	char	   *error;
+	PGconn	   *conn;
+	int			i;
+
+	if (!rg_remote_add_conninfo(&options, PrimaryConnInfo) ||
+		!rg_remote_add_conninfo(&options, rg_primary_conninfo))
+	{
+		ereport(rg_question_log_level(RG_QUESTION_BAD_CONNINFO),
+				(errmsg("replica_gate cannot ask the primary: primary_conninfo or replica_gate.primary_conninfo cannot be parsed")));
+		*why = RG_QUESTION_BAD_CONNINFO;
+		return NULL;
+	}
+	rg_remote_set(&options, "replication", NULL);
+	for (i = 0; i < options.n; i++)
+		if (strcmp(options.keys[i], "dbname") == 0)
+			break;
+	if (i == options.n)
+		rg_remote_set(&options, "dbname", "postgres");
+	rg_remote_set(&options, "application_name", "replica_gate question");
+
+	conn = rg_remote_connect(&options, deadline,
+							 RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker"),
+							 &error);
+	if (conn == NULL)
+	{
+		ereport(rg_question_log_level(RG_QUESTION_CONNECT),
+				(errmsg("replica_gate could not connect to the primary: %s", error),
+				 errdetail("Strong reads on this standby fail until the connection succeeds.")));
+		*why = RG_QUESTION_CONNECT;
+	}
+	return conn;
+}
+
+/*
+ * rg_question_put
+ *		Ask the primary on "conn"; true with *answer, or false with *why
+ *		(logged), the connection then being unusable.
+ */
+static bool
+rg_question_put(PGconn *conn, TimestampTz deadline, RgTarget *answer,
+				RgQuestionFailure *why)
+{
+	PGresult   *res;
+	char		sysid[32];
+	bool		ok = false;
+
+	res = rg_remote_query(conn, RG_QUESTION_SQL, deadline,
+						  RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker"));
+	snprintf(sysid, sizeof(sysid), UINT64_FORMAT, GetSystemIdentifier());
+	if (res == NULL)
+	{
+		*why = RG_QUESTION_LOST;
+		ereport(rg_question_log_level(*why),
+				(errmsg("replica_gate's question to the primary got no answer: %s",
+						PQstatus(conn) == CONNECTION_BAD ? pchomp(PQerrorMessage(conn)) : "timed out")));
+	}
+	else if (PQresultStatus(res) != PGRES_TUPLES_OK || PQnfields(res) != 2)
+	{
+		*why = RG_QUESTION_REFUSED;
+		ereport(rg_question_log_level(*why),
+				(errmsg("replica_gate's question to the primary failed: %s",
+						pchomp(PQresultErrorMessage(res))),
+				 errhint("The question needs CREATE EXTENSION replica_gate in the database it connects to: primary_conninfo's dbname, replica_gate.primary_conninfo's, or postgres.")));
+	}
+	else if (PQntuples(res) != 1)
+	{
+		*why = RG_QUESTION_STANDBY;
+		ereport(rg_question_log_level(*why),
+				(errmsg("replica_gate asked the primary for its position, but the server asked is in recovery"),
+				 errhint("On a cascading standby, set replica_gate.primary_conninfo to reach the primary.")));
+	}
+	else if (strcmp(PQgetvalue(res, 0, 0), sysid) != 0)
+	{
+		*why = RG_QUESTION_OTHER_SYSTEM;
+		ereport(rg_question_log_level(*why),
+				(errmsg("replica_gate asked the primary for its position, but the server asked has database system identifier %s, this one %s",
+						PQgetvalue(res, 0, 0), sysid)));
+	}
+	else
+	{
+		rg_target_parse(PQgetvalue(res, 0, 1), answer);
+		rg_question_logged = -1;
+		ok = true;
+	}
+	PQclear(res);
+	return ok;
+}
+
+/*
+ * rg_question_main
+ *		The question worker: wait for a question to be requested, ask it,
+ *		publish the answer; reopen the connection as needed (file header).
+ */
+void
+rg_question_main(Datum arg)
+{
+	PGconn	   *conn = NULL;
+	pid_t		conn_receiver = 0;	/* WAL receiver when conn was opened */
+	char	   *conn_settings = pstrdup("");	/* settings it was opened with */
+	TimestampTz retry_after = 0;
+	RgQuestionFailure why = RG_QUESTION_CONNECT;
+	MemoryContext loop_cxt;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, die);
+	BackgroundWorkerUnblockSignals();
+	loop_cxt = AllocSetContextCreate(TopMemoryContext, "replica_gate question",
+									 ALLOCSET_DEFAULT_SIZES);
+
+	SpinLockAcquire(&rg_question->mutex);
+	rg_question->worker_latch = MyLatch;
+	rg_question->conn = RG_CONN_NONE;
+	SpinLockRelease(&rg_question->mutex);
+	before_shmem_exit(rg_question_worker_exit, (Datum) 0);
+
+	for (;;)
+	{
+		uint64		n;
+		pid_t		receiver = WalRcv->pid;
+		char	   *settings;
+		TimestampTz start;
+		RgTarget	answer;
+		bool		fresh;
+		bool		ok;
+
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		MemoryContextReset(loop_cxt);
+		MemoryContextSwitchTo(loop_cxt);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+		if (!RecoveryInProgress())
+		{
+			rg_remote_finish(conn);
+			proc_exit(0);		/* before_shmem_exit fails what is pending */
+		}
+
+		/* A new WAL receiver or new settings may mean another primary. */
+		settings = psprintf("%s\n%s", PrimaryConnInfo ? PrimaryConnInfo : "",
+							rg_primary_conninfo ? rg_primary_conninfo : "");
+		if (conn != NULL &&
+			((receiver != 0 && receiver != conn_receiver) ||
+			 strcmp(settings, conn_settings) != 0))
+		{
+			rg_remote_finish(conn);
+			conn = NULL;
+		}
+
+		SpinLockAcquire(&rg_question->mutex);
+		n = rg_question->requested > rg_question->sent ? rg_question->requested : 0;
+		if (n != 0)
+			rg_question->sent = n;
+		SpinLockRelease(&rg_question->mutex);
+
+		if (n == 0)
+		{
+			int			rc;
+
+			/* idle: notice a connection the primary closed */
+			rc = WaitLatchOrSocket(MyLatch,
+								   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
+								   (conn != NULL ? WL_SOCKET_READABLE : 0),
+								   conn != NULL ? PQsocket(conn) : PGINVALID_SOCKET,
+								   RG_QUESTION_IDLE_MS,
+								   RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker"));
+			if ((rc & WL_SOCKET_READABLE) &&
+				(!PQconsumeInput(conn) || PQstatus(conn) == CONNECTION_BAD))
+			{
+				rg_remote_finish(conn);
+				conn = NULL;
+			}
+			continue;
+		}
+
+		/*
+		 * Ask; a connection that had served before and was found broken is
+		 * reopened, and the question asked again, once.
+		 */
+		start = GetCurrentTimestamp();
+		fresh = false;
+		ok = false;
+		for (int attempt = 0; attempt < 2 && !ok; attempt++)
+		{
+			TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															   RG_QUESTION_TIMEOUT_MS);
+
+			if (conn == NULL)
+			{
+				if (GetCurrentTimestamp() < retry_after)
+					break;		/* fail at once with the last failure */
+				conn = rg_question_connect(deadline, &why);
+				conn_receiver = receiver;
+				pfree(conn_settings);
+				conn_settings = MemoryContextStrdup(TopMemoryContext, settings);
+				if (conn == NULL)
+				{
+					retry_after = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															  RG_QUESTION_RETRY_MS);
+					break;
+				}
+				fresh = true;
+			}
+			ok = rg_question_put(conn, deadline, &answer, &why);
+			if (!ok)
+			{
+				rg_remote_finish(conn);
+				conn = NULL;
+				if (fresh || why != RG_QUESTION_LOST)
+					break;
+			}
+		}
+		rg_stats_question(ok, GetCurrentTimestamp() - start);
+		rg_question_end(ok ? &answer : NULL, why);
+	}
+}

@@ -1,0 +1,172 @@
+# The session mode (replica_gate.consistency = 'strong') and the session
+# token floor (replica_gate.read_after) on a real primary and standby: set
+# per role, every statement that takes a new snapshot gates before it, in
+# every protocol and statement form; a waiting statement holds no snapshot;
+# REPEATABLE READ gates at BEGIN and refuses what it cannot gate; a history
+# checker over the simple and extended protocols and pipelines finds no
+# stale strong read while it finds stale plain ones.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RgTest;
+use Test::More;
+use Time::HiRes qw(gettimeofday tv_interval usleep);
+
+my ($primary, $standby) = rg_primary_standby(
+	primary_conf => "autovacuum = off\n",
+	standby_conf => "recovery_min_apply_delay = '150ms'\n");
+$primary->safe_psql(
+	'postgres', q{
+CREATE TABLE counter (v int);
+INSERT INTO counter VALUES (0);
+CREATE FUNCTION read_counter() RETURNS int LANGUAGE plpgsql AS
+  $$ BEGIN RETURN (SELECT v FROM counter); END $$;
+CREATE ROLE reader LOGIN;
+GRANT SELECT ON counter TO reader;
+ALTER ROLE reader SET replica_gate.consistency = 'strong';
+ALTER ROLE reader SET replica_gate.default_timeout = '3s';
+});
+$primary->wait_for_catchup($standby->name, 'replay');
+my $reader = $standby->connstr('postgres') . ' user=reader';
+
+# psql as the reader role on the standby: (stdout, stderr)
+sub as_reader
+{
+	my ($sql) = @_;
+	my ($ret, $out, $err) = $standby->psql('postgres', $sql,
+		extra_params => [ '-U', 'reader' ]);
+	return ($out, $err);
+}
+
+is((as_reader('SHOW replica_gate.consistency'))[0], 'strong',
+	'the role setting applies on the standby');
+
+# --- every statement form sees a write made just before ----------------------
+my %forms = (
+	'SELECT' => 'SELECT v FROM counter',
+	'function at top level' => 'SELECT read_counter()',
+	'EXECUTE' => 'PREPARE q AS SELECT v FROM counter; EXECUTE q',
+	'DECLARE CURSOR' => 'BEGIN; DECLARE c CURSOR FOR SELECT v FROM counter; FETCH c; COMMIT',
+	'COPY TO' => 'COPY counter TO STDOUT',
+	'COPY (query) TO' => 'COPY (SELECT v FROM counter) TO STDOUT',
+	'DO' => q{DO $$BEGIN RAISE NOTICE 'saw %', (SELECT v FROM counter); END$$},
+	'REPEATABLE READ after BEGIN' =>
+	  'BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT v FROM counter; COMMIT',
+	'SET TRANSACTION' =>
+	  'BEGIN; SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SELECT v FROM counter; COMMIT',
+	'READ COMMITTED, second statement' =>
+	  'BEGIN; SELECT 1 \g /dev/null' . "\n" . 'SELECT v FROM counter; COMMIT');
+my $v = 0;
+for my $form (sort keys %forms)
+{
+	$v++;
+	$primary->safe_psql('postgres', "UPDATE counter SET v = $v");
+	my ($out, $err) = as_reader($forms{$form});
+	my $seen = ($out =~ /(\d+)\s*$/) ? $1 : ($err =~ /saw (\d+)/ ? $1 : 'nothing');
+	is($seen, $v, "$form: sees the write made just before") or diag($err);
+}
+
+# --- paused replay: RG001 within the timeout, with its context ----------------
+rg_pause_replay($standby);
+$primary->safe_psql('postgres', 'UPDATE counter SET v = 100');
+my $t0 = [gettimeofday];
+my ($out, $err) = as_reader(
+	"\\set VERBOSITY verbose\nSET replica_gate.default_timeout = '500ms'; SELECT v FROM counter");
+my $elapsed = tv_interval($t0);
+like($err, qr/RG001/, 'replay paused: a strong read raises RG001');
+like($err, qr/CONTEXT:  gate of the statement on a standby, for replica_gate.consistency = strong/,
+	'its context names the session mode');
+is($out, '', 'and returns no row');
+cmp_ok($elapsed, '<', 3, "within its timeout ($elapsed s for 0.5 s)");
+
+# A waiting strong read holds no snapshot, and sees the write once replay
+# resumes.
+my $bg = { out => '', err => '' };
+$bg->{run} = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', "$reader application_name=waiting_reader",
+	  '-c', 'SELECT v FROM counter' ],
+	'<', \undef, '>', \$bg->{out}, '2>', \$bg->{err},
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+ok( $standby->poll_query_until('postgres',
+		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE application_name = 'waiting_reader'"),
+	'a strong read waits');
+is( $standby->safe_psql('postgres',
+		"SELECT backend_xmin IS NULL, backend_xid IS NULL FROM pg_stat_activity WHERE application_name = 'waiting_reader'"),
+	't|t', 'while it waits it holds no snapshot (backend_xmin is NULL)');
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+$bg->{run}->finish;
+is($bg->{out}, "100\n", 'it sees the write once replay resumes');
+
+# --- REPEATABLE READ that cannot be gated: refused ------------------------------
+($out, $err) = as_reader(
+	"\\set VERBOSITY verbose\nSET default_transaction_isolation = 'repeatable read'; SELECT v FROM counter");
+like($err, qr/25001: this REPEATABLE READ or SERIALIZABLE transaction was not gated before its snapshot/,
+	'an implicit REPEATABLE READ transaction is refused (25001), never run ungated');
+
+# --- read_after: a session token floor ------------------------------------------
+rg_pause_replay($standby);
+my $token = $primary->safe_psql('postgres',
+	'UPDATE counter SET v = 200; SELECT replica_gate.last_commit_token()');
+is( $standby->safe_psql('postgres',
+		"SET replica_gate.read_after = '$token'; SHOW replica_gate.read_after"),
+	$token, 'SET replica_gate.read_after returns at once on a standby behind it');
+is($primary->safe_psql('postgres', "SET replica_gate.read_after = '$token'; SELECT v FROM counter"),
+	'200', 'and on the primary, where reads pass');
+my ($ret, $pout, $perr) = $standby->psql('postgres',
+	"\\set VERBOSITY verbose\nSET replica_gate.default_timeout = '300ms'; SET replica_gate.read_after = '$token'; SELECT v FROM counter");
+like($perr, qr/RG001: timed out after 300 ms waiting for target \Q$token\E to be replayed/,
+	'the next read raises RG001 while the standby is behind the floor');
+like($perr, qr/CONTEXT:  gate of the statement on a standby, for replica_gate.read_after/,
+	'its context names the floor');
+is( $standby->safe_psql('postgres',
+		"SET replica_gate.read_after = '$token'; RESET replica_gate.read_after; SELECT v FROM counter"),
+	'100', 'after RESET reads are plain again (stale here)');
+is( $standby->safe_psql('postgres',
+		"SET replica_gate.read_after = '$token'; DISCARD ALL; SELECT v FROM counter"),
+	'100', 'DISCARD ALL resets the floor');
+$bg = rg_bg_start($standby,
+	[ "SET replica_gate.default_timeout = '10s'", "SET replica_gate.read_after = '$token'",
+	  'SELECT 1', 'SELECT v FROM counter' ], 'floor_reader');
+ok( $standby->poll_query_until('postgres',
+		"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE application_name = 'floor_reader'"),
+	'a read under the floor waits');
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+rg_bg_finish($bg);
+is($bg->{stdout}, "1\n200", 'and sees the write once replayed; every later statement is gated too');
+
+# --- history checker --------------------------------------------------------------
+my @cmd = ('/usr/bin/python3', "$FindBin::RealBin/../clients/rg_history.py",
+	$primary->connstr('postgres'), $reader, 6,
+	'simple:role', 'prepared:role', 'pipeline:role', 'simple:eventual', 'prepared:eventual');
+my ($hout, $herr) = ('', '');
+IPC::Run::run(\@cmd, '>', \$hout, '2>', \$herr,
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+note($hout);
+diag($herr) if $herr;
+for my $line (split /\n/, $hout)
+{
+	my ($kind, $reads, $violations, $failed) =
+	  $line =~ /"reader": "([^"]+)", "reads": (\d+), "violations": (\d+), "failed": (\d+)/
+	  or next;
+	if ($kind =~ /:role$/)
+	{
+		cmp_ok($reads, '>', 20, "$kind: strong reads ran ($reads, $failed refused)");
+		is($violations, 0, "$kind: no strong read missed a write acknowledged before it began")
+		  or diag($line);
+	}
+	else
+	{
+		cmp_ok($violations, '>', 0,
+			"$kind: plain reads miss writes ($violations of $reads): the checker can fail");
+	}
+}
+like($hout, qr/simple:role.*\n.*prepared:role.*\n.*pipeline:role/, 'every reader reported');
+
+is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');
+done_testing();
