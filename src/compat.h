@@ -160,13 +160,27 @@ extern PGDLLIMPORT ProtocolVersion FrontendProtocol;
 #endif
 
 /*
- * From 14 on a portal running a utility statement remembers the snapshot it
- * pushed (portalSnapshot), pops it afterwards only if it is still on top,
- * and EnsurePortalSnapshotExists() pushes a new one the same way.  13 pops
- * its snapshot only if it is still on top, and forgets it otherwise.
+ * From 14 (and 13.4) on a portal running a utility statement remembers the
+ * snapshot it pushed (portalSnapshot), pops it afterwards only if it is
+ * still on top, and EnsurePortalSnapshotExists() pushes a new one the same
+ * way.  Earlier 13 releases pop their snapshot only if it is still on top,
+ * and forget it otherwise.
  */
-#if PG_VERSION_NUM >= 140000
+#if PG_VERSION_NUM >= 130004
 #define RG_HAVE_PORTAL_SNAPSHOT 1
+#endif
+
+/* planner_hook gained an ExplainState argument in 19. */
+#if PG_VERSION_NUM >= 190000
+#define RG_PLANNER_ARGS \
+	Query *parse, const char *query_string, int cursorOptions, \
+	ParamListInfo boundParams, ExplainState *es
+#define RG_PLANNER_PASS parse, query_string, cursorOptions, boundParams, es
+#else
+#define RG_PLANNER_ARGS \
+	Query *parse, const char *query_string, int cursorOptions, \
+	ParamListInfo boundParams
+#define RG_PLANNER_PASS parse, query_string, cursorOptions, boundParams
 #endif
 
 /*

@@ -291,6 +291,13 @@ rg_gate_no_answer(RgQuestionFailure why)
 					 errdetail("The server asked belongs to another database system."),
 					 errhint("Check primary_conninfo and replica_gate.primary_conninfo; run the read on the primary.")));
 			break;
+		case RG_QUESTION_OLD_TIMELINE:
+			ereport(ERROR,
+					(errcode(ERRCODE_RG_REPLICA_BEHIND),
+					 errmsg("could not learn the primary's position"),
+					 errdetail("The server asked is on an older timeline than this standby: it is not the primary this standby follows."),
+					 errhint("Check primary_conninfo and replica_gate.primary_conninfo; run the read on the primary.")));
+			break;
 		case RG_QUESTION_RECOVERY_ENDED:
 			ereport(ERROR,
 					(errcode(ERRCODE_RG_REPLICA_BEHIND),
@@ -466,14 +473,16 @@ rg_gate_caught_up(FunctionCallInfo fcinfo, bool is_text)
 {
 	RgWaitMode	mode = rg_gate_mode_arg(fcinfo, 1);
 	RgTarget	target;
+	RgGuard		guard;
 	XLogRecPtr	position;
 	RgQuestionFailure why;
 
 	if (!rg_gate_target_arg(fcinfo, is_text, "replica_gate.caught_up", &target))
 		PG_RETURN_BOOL(true);
 	/* 'primary' is asked within the default timeout, then compared */
+	rg_guard_prepare(&guard, fcinfo);
 	PG_RETURN_BOOL(rg_gate_wait(&target, mode, rg_gate_timeout(true, 0), true,
-								NULL, &position, &why) == RG_WAIT_REACHED);
+								&guard, &position, &why) == RG_WAIT_REACHED);
 }
 
 /*

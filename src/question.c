@@ -22,8 +22,10 @@
  * in target.c, through replica_gate.primary_token()).  No row means the
  * server asked is in recovery (this standby cascades and
  * replica_gate.primary_conninfo does not name the primary); another system
- * identifier means another cluster.  Both fail the question.  The token's
- * timeline is checked by the gate, like any token's (RG002, RG003).
+ * identifier means another cluster; a timeline older than the one this
+ * standby follows means a former primary (or another server of a
+ * multi-host primary_conninfo).  All fail the question.  A newer timeline
+ * is checked by the gate, like any token's (RG002, RG003).
  *
  * The connection.  primary_conninfo's options (host, hostaddr, port, user,
  * password, TLS...), with replica_gate.primary_conninfo's laid over them;
@@ -270,7 +272,10 @@ rg_question_end(const RgTarget *answer, RgQuestionFailure why)
 	ConditionVariableBroadcast(&rg_question->cv);
 }
 
-/* The worker leaves: nobody will answer what is pending. */
+/*
+ * The worker leaves: nobody will answer what is pending.  It leaves for good
+ * when the server left recovery.
+ */
 static void
 rg_question_worker_exit(int code, Datum arg)
 {
@@ -279,7 +284,8 @@ rg_question_worker_exit(int code, Datum arg)
 	rg_question->sent = rg_question->requested;
 	rg_question->conn = RG_CONN_NONE;
 	SpinLockRelease(&rg_question->mutex);
-	rg_question_end(NULL, RG_QUESTION_NO_WORKER);
+	rg_question_end(NULL, RecoveryInProgress() ? RG_QUESTION_NO_WORKER :
+					RG_QUESTION_RECOVERY_ENDED);
 }
 
 /*
@@ -340,6 +346,24 @@ rg_question_connect(TimestampTz deadline, RgQuestionFailure *why)
 }
 
 /*
+ * rg_question_timeline
+ *		The newest timeline this standby knows of: the one it replays, or
+ *		the one its WAL receiver streams.
+ */
+static TimeLineID
+rg_question_timeline(void)
+{
+	TimeLineID	replayed;
+	TimeLineID	received;
+
+	(void) GetXLogReplayRecPtr(&replayed);
+	SpinLockAcquire(&WalRcv->mutex);
+	received = WalRcv->receivedTLI;
+	SpinLockRelease(&WalRcv->mutex);
+	return Max(replayed, received);
+}
+
+/*
  * rg_question_put
  *		Ask the primary on "conn"; true with *answer, or false with *why
  *		(logged), the connection then being unusable.
@@ -384,9 +408,24 @@ rg_question_put(PGconn *conn, TimestampTz deadline, RgTarget *answer,
 				(errmsg("replica_gate asked the primary for its position, but the server asked has database system identifier %s, this one %s",
 						PQgetvalue(res, 0, 0), sysid)));
 	}
+	else if (!rg_target_scan(PQgetvalue(res, 0, 1), answer) ||
+			 answer->primary || answer->tli == 0)
+	{
+		*why = RG_QUESTION_REFUSED;
+		ereport(rg_question_log_level(*why),
+				(errmsg("replica_gate's question to the primary got a malformed answer: \"%s\"",
+						PQgetvalue(res, 0, 1))));
+	}
+	else if (answer->tli < rg_question_timeline())
+	{
+		*why = RG_QUESTION_OLD_TIMELINE;
+		ereport(rg_question_log_level(*why),
+				(errmsg("replica_gate asked the primary for its position, but the server asked is on timeline %u, older than this standby's %u",
+						answer->tli, rg_question_timeline()),
+				 errdetail("It is not the primary this standby follows: a former primary, or another server of primary_conninfo's list.")));
+	}
 	else
 	{
-		rg_target_parse(PQgetvalue(res, 0, 1), answer);
 		rg_question_logged = -1;
 		ok = true;
 	}

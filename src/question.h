@@ -23,6 +23,7 @@ typedef enum RgQuestionFailure
 	RG_QUESTION_REFUSED,		/* the query failed there */
 	RG_QUESTION_STANDBY,		/* the server asked is in recovery */
 	RG_QUESTION_OTHER_SYSTEM,	/* the server asked is another cluster */
+	RG_QUESTION_OLD_TIMELINE,	/* it is on an older timeline than we are */
 	RG_QUESTION_RECOVERY_ENDED	/* this server left recovery */
 } RgQuestionFailure;
 

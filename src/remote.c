@@ -10,7 +10,9 @@
  *		while the other server does not answer.
  *
  * A connection holds one of the server's external file descriptors
- * (AcquireExternalFD) from rg_remote_connect() to rg_remote_finish().
+ * (AcquireExternalFD) from rg_remote_connect() to rg_remote_finish().  One
+ * wait cannot be bounded: libpq resolves a host name synchronously.  Give
+ * addresses (hostaddr) where name resolution can hang.
  *
  *-------------------------------------------------------------------------
  */
@@ -148,10 +150,12 @@ rg_remote_connect(RgRemoteOptions *options, TimestampTz deadline,
 	}
 	PG_END_TRY();
 
-	if (PQstatus(conn) == CONNECTION_OK)
+	/* sending a query must not block either */
+	if (PQstatus(conn) == CONNECTION_OK && PQsetnonblocking(conn, 1) == 0)
 		return conn;
-	*error = PQstatus(conn) == CONNECTION_BAD ?
-		pchomp(PQerrorMessage(conn)) : "timed out";
+	*error = PQstatus(conn) != CONNECTION_OK ?
+		(PQstatus(conn) == CONNECTION_BAD ? pchomp(PQerrorMessage(conn)) : "timed out") :
+		"cannot make the connection non-blocking";
 	rg_remote_finish(conn);
 	return NULL;
 }
@@ -173,7 +177,13 @@ rg_remote_query(PGconn *conn, const char *query, TimestampTz deadline,
 		return NULL;
 	PG_TRY();
 	{
-		for (;;)
+		int			unsent;
+
+		/* non-blocking: the query may leave in pieces */
+		while ((unsent = PQflush(conn)) == 1 &&
+			   rg_remote_wait(conn, true, deadline, wait_event))
+			;
+		while (unsent == 0)
 		{
 			PGresult   *res;
 

@@ -9,10 +9,12 @@
  *		flag test per statement.
  *
  * Which statements.  A statement gates before its snapshot when it starts
- * at the top level of the session (not inside a function, a procedure or
- * another statement; not in a parallel worker): in READ COMMITTED every
- * such statement, in REPEATABLE READ and SERIALIZABLE the start of the
- * transaction.
+ * at the top level of the session, in the portal that runs it (not inside
+ * a function, a procedure, planning or another statement; not in a
+ * parallel worker): in READ COMMITTED every such statement, in REPEATABLE
+ * READ and SERIALIZABLE the start of the transaction.  Fast-path function
+ * calls (libpq's PQfn, the large-object API) run outside any portal and
+ * read with a snapshot taken before any hook: they are refused.
  *
  * Where.  No hook runs between a statement's arrival and its first
  * snapshot: parse analysis takes one before any extension sees the
@@ -24,7 +26,11 @@
  * While it waits the session advertises no xmin, unless something else of
  * it holds a snapshot (an open cursor); the locks of the statement's parse
  * analysis stay held, so the wait is guarded (guard.c, rule 3): it gives
- * way, raising RG001, rather than hold back replay on a lock conflict.
+ * way, raising RG001, rather than hold back replay on a lock conflict.  The
+ * plan, too, was made before the wait: if replay changed one of the
+ * statement's relations meanwhile (a partition attached, say), the plan
+ * may not match the snapshot taken after, and the statement fails with
+ * RG001 rather than run.
  *
  * A REPEATABLE READ or SERIALIZABLE transaction keeps the snapshot of its
  * first statement, which cannot be replaced: it gates at its BEGIN (or at
@@ -32,7 +38,9 @@
  * of such a transaction that was not gated so (an implicit transaction
  * under default_transaction_isolation, or the mode set inside the
  * transaction) is refused; so is any statement whose snapshot is not where
- * the gate can replace it.  Nothing runs ungated.
+ * the gate can replace it, and SET TRANSACTION SNAPSHOT (an imported
+ * snapshot predates the gate).  A change of either setting makes the
+ * transaction gate again before its snapshot.  Nothing runs ungated.
  *
  * Without shared_preload_libraries the hooks exist only once the library is
  * loaded in the session: statements before that are not gated.  The mode
@@ -45,15 +53,22 @@
 
 #include "access/parallel.h"
 #include "access/xact.h"
+#include "catalog/objectaccess.h"
+#include "commands/defrem.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "optimizer/planner.h"
 #include "storage/proc.h"
+#include "storage/sinval.h"
+#include "tcop/tcopprot.h"
 #include "tcop/pquery.h"
 #include "utils/guc.h"
+#include "utils/inval.h"
 #include "utils/portal.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
 
 #include "gate.h"
 #include "guard.h"
@@ -82,10 +97,25 @@ static RgTarget rg_read_after;
 /* Executor and utility nesting: 0 at the top level of the session. */
 static int	rg_session_depth = 0;
 
-/* The REPEATABLE READ transaction gated at its start. */
+/*
+ * The REPEATABLE READ transaction gated at its start, with the settings of
+ * then (a change of either forgets it).
+ */
 static LocalTransactionId rg_session_gated_lxid = InvalidLocalTransactionId;
 
+/*
+ * Relations invalidated while a statement waited: up to RG_SESSION_INVALS,
+ * "all" beyond that or for a reset of the whole relation cache.
+ */
+#define RG_SESSION_INVALS 16
+static bool rg_session_watching = false;
+static bool rg_session_inval_all = false;
+static int	rg_session_ninvals = 0;
+static Oid	rg_session_invals[RG_SESSION_INVALS];
+
 static ExecutorStart_hook_type rg_session_prev_executor_start = NULL;
+static planner_hook_type rg_session_prev_planner = NULL;
+static object_access_hook_type rg_session_prev_object_access = NULL;
 static ExecutorRun_hook_type rg_session_prev_executor_run = NULL;
 static ExecutorFinish_hook_type rg_session_prev_executor_finish = NULL;
 static ProcessUtility_hook_type rg_session_prev_utility = NULL;
@@ -119,6 +149,30 @@ rg_session_assign_read_after(const char *newval, void *extra)
 	rg_read_after_set = (newval != NULL && newval[0] != '\0');
 	if (rg_read_after_set)
 		(void) rg_target_scan(newval, &rg_read_after);
+	rg_session_gated_lxid = InvalidLocalTransactionId;
+}
+
+/* GUC assign hook of replica_gate.consistency: a new mode gates anew. */
+static void
+rg_session_assign_consistency(int newval, void *extra)
+{
+	rg_session_gated_lxid = InvalidLocalTransactionId;
+}
+
+/*
+ * rg_session_relcache_inval
+ *		Relation cache callback: note what is invalidated while a statement
+ *		waits.
+ */
+static void
+rg_session_relcache_inval(Datum arg, Oid relid)
+{
+	if (!rg_session_watching)
+		return;
+	if (relid == InvalidOid || rg_session_ninvals == RG_SESSION_INVALS)
+		rg_session_inval_all = true;
+	else
+		rg_session_invals[rg_session_ninvals++] = relid;
 }
 
 /*
@@ -151,6 +205,8 @@ rg_session_gate(void)
 {
 	RgGuard		guard;
 	int			timeout = rg_gate_timeout(true, 0);
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   timeout);
 	ErrorContextCallback context;
 
 	context.callback = rg_session_error_context;
@@ -167,11 +223,51 @@ rg_session_gate(void)
 	if (rg_consistency == RG_CONSISTENCY_STRONG)
 	{
 		RgTarget	primary = {.primary = true};
+		long		left = (long) ((deadline - GetCurrentTimestamp()) / 1000);
 
 		context.arg = "replica_gate.consistency = strong";
-		rg_gate_require(&primary, RG_MODE_REPLAY, timeout, &guard);
+		rg_gate_require(&primary, RG_MODE_REPLAY, (int) Max(left, 0), &guard);
 	}
 	error_context_stack = context.previous;
+}
+
+/*
+ * rg_session_gate_plan
+ *		rg_session_gate for a statement planned before the wait: fail if
+ *		replay invalidated one of its relations meanwhile.
+ */
+static void
+rg_session_gate_plan(PlannedStmt *stmt)
+{
+	ListCell   *lc;
+	bool		changed = false;
+
+	rg_session_watching = true;
+	rg_session_inval_all = false;
+	rg_session_ninvals = 0;
+	PG_TRY();
+	{
+		rg_session_gate();
+		AcceptInvalidationMessages();
+	}
+	PG_FINALLY();
+	{
+		rg_session_watching = false;
+	}
+	PG_END_TRY();
+
+	foreach(lc, stmt->relationOids)
+	{
+		changed |= rg_session_inval_all;
+		for (int i = 0; i < rg_session_ninvals; i++)
+			changed |= (rg_session_invals[i] == lfirst_oid(lc));
+	}
+	if (changed)
+		ereport(ERROR,
+				(errcode(ERRCODE_RG_REPLICA_BEHIND),
+				 errmsg("a relation of the statement changed while it waited for replay"),
+				 errdetail("The statement was planned before its gate; the plan may not match what it would now read."),
+				 errhint("Run the statement again, or on the primary.")));
 }
 
 /*
@@ -210,27 +306,95 @@ rg_session_refuse(void)
 static void
 rg_session_executor_start(QueryDesc *queryDesc, int eflags)
 {
-	if (rg_session_wanted() && !(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+	Portal		portal = ActivePortal;
+
+	/*
+	 * Only the query a portal is starting: a query run at depth 0 outside
+	 * a portal is part of binding a statement (a domain's check), and reads
+	 * nothing the statement returns.
+	 */
+	if (rg_session_wanted() && !(eflags & EXEC_FLAG_EXPLAIN_ONLY) &&
+		portal != NULL)
 	{
 		if (IsolationUsesXactSnapshot())
 			rg_session_check_xact();
 		else
 		{
 			/* the portal's active snapshot, registered for the query */
-			if (queryDesc->snapshot == NULL || !ActiveSnapshotSet() ||
+			if (portal->queryDesc != NULL ||
+				!((portal->status == PORTAL_DEFINED &&
+				   portal->strategy == PORTAL_ONE_SELECT) ||
+				  (portal->status == PORTAL_ACTIVE &&
+				   portal->strategy == PORTAL_MULTI_QUERY)) ||
+				queryDesc->snapshot == NULL || !ActiveSnapshotSet() ||
 				queryDesc->snapshot != GetActiveSnapshot())
 				rg_session_refuse();
 			UnregisterSnapshot(queryDesc->snapshot);
 			PopActiveSnapshot();
-			rg_session_gate();
+			rg_session_gate_plan(queryDesc->plannedstmt);
 			PushActiveSnapshot(GetTransactionSnapshot());
 			queryDesc->snapshot = RegisterSnapshot(GetActiveSnapshot());
 		}
 	}
-	if (rg_session_prev_executor_start)
-		rg_session_prev_executor_start(queryDesc, eflags);
-	else
-		standard_ExecutorStart(queryDesc, eflags);
+
+	/* what the executor runs while it starts (initial pruning) is nested */
+	rg_session_depth++;
+	PG_TRY();
+	{
+		if (rg_session_prev_executor_start)
+			rg_session_prev_executor_start(queryDesc, eflags);
+		else
+			standard_ExecutorStart(queryDesc, eflags);
+	}
+	PG_FINALLY();
+	{
+		rg_session_depth--;
+	}
+	PG_END_TRY();
+}
+
+/* Planner hook: what planning runs (a function's estimate) is nested. */
+static PlannedStmt *
+rg_session_planner(RG_PLANNER_ARGS)
+{
+	PlannedStmt *result;
+
+	rg_session_depth++;
+	PG_TRY();
+	{
+		if (rg_session_prev_planner)
+			result = rg_session_prev_planner(RG_PLANNER_PASS);
+		else
+			result = standard_planner(RG_PLANNER_PASS);
+	}
+	PG_FINALLY();
+	{
+		rg_session_depth--;
+	}
+	PG_END_TRY();
+	return result;
+}
+
+/*
+ * rg_session_object_access
+ *		Object access hook: a function executed at the top level, outside
+ *		any portal and any query text (a domain's check while a statement is
+ *		parsed or bound has both), is a fast-path call, which reads with a
+ *		snapshot taken before any hook: refuse it.
+ */
+static void
+rg_session_object_access(ObjectAccessType access, Oid classId, Oid objectId,
+						 int subId, void *arg)
+{
+	if (rg_session_prev_object_access)
+		rg_session_prev_object_access(access, classId, objectId, subId, arg);
+	if (access == OAT_FUNCTION_EXECUTE && ActivePortal == NULL &&
+		debug_query_string == NULL && rg_session_wanted())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("replica_gate cannot gate a fast-path function call"),
+				 errdetail("replica_gate.consistency is \"strong\" or replica_gate.read_after is set, and a fast-path call (PQfn, the large-object API) reads with a snapshot taken before a gate could run."),
+				 errhint("Call the function in a SELECT, or on the primary.")));
 }
 
 /* ExecutorRun and ExecutorFinish hooks: count the nesting. */
@@ -279,8 +443,19 @@ rg_session_executor_finish(QueryDesc *queryDesc)
 static bool
 rg_session_utility_reads(Node *stmt)
 {
-	return IsA(stmt, ExplainStmt) || IsA(stmt, DeclareCursorStmt) ||
-		IsA(stmt, ExecuteStmt) || IsA(stmt, CallStmt) || IsA(stmt, DoStmt) ||
+	if (IsA(stmt, ExplainStmt))
+	{
+		ListCell   *lc;
+
+		/* only EXPLAIN ANALYZE runs the query */
+		foreach(lc, ((ExplainStmt *) stmt)->options)
+			if (strcmp(lfirst_node(DefElem, lc)->defname, "analyze") == 0 &&
+				defGetBoolean(lfirst_node(DefElem, lc)))
+				return true;
+		return false;
+	}
+	return IsA(stmt, DeclareCursorStmt) || IsA(stmt, ExecuteStmt) ||
+		IsA(stmt, CallStmt) || IsA(stmt, DoStmt) ||
 		(IsA(stmt, CopyStmt) && !((CopyStmt *) stmt)->is_from);
 }
 
@@ -336,9 +511,10 @@ rg_session_utility_gate(void)
 
 /*
  * rg_session_begins_xact_snapshot
- *		After a BEGIN, or a SET TRANSACTION at the start of a transaction
- *		block: is this now a REPEATABLE READ or SERIALIZABLE transaction
- *		without a snapshot yet, not gated so far?
+ *		After a BEGIN, or a SET at the start of a transaction block (SET
+ *		TRANSACTION, or one of our settings): is this now a REPEATABLE READ
+ *		or SERIALIZABLE transaction without a snapshot yet, not gated so far
+ *		with the settings it has now?
  */
 static bool
 rg_session_begins_xact_snapshot(Node *stmt)
@@ -348,14 +524,19 @@ rg_session_begins_xact_snapshot(Node *stmt)
 	if (IsA(stmt, TransactionStmt))
 		begins = ((TransactionStmt *) stmt)->kind == TRANS_STMT_BEGIN ||
 			((TransactionStmt *) stmt)->kind == TRANS_STMT_START;
-	else if (IsA(stmt, VariableSetStmt))
-		begins = ((VariableSetStmt *) stmt)->name != NULL &&
-			(pg_strcasecmp(((VariableSetStmt *) stmt)->name, "TRANSACTION") == 0 ||
-			 pg_strcasecmp(((VariableSetStmt *) stmt)->name, "transaction_isolation") == 0);
 	else
-		return false;
+		begins = IsA(stmt, VariableSetStmt);
 	return begins && IsTransactionBlock() && IsolationUsesXactSnapshot() &&
 		!FirstSnapshotSet && rg_session_gated_lxid != RG_MY_LXID;
+}
+
+/* Is this SET TRANSACTION SNAPSHOT, which imports an older snapshot? */
+static bool
+rg_session_imports_snapshot(Node *stmt)
+{
+	return IsA(stmt, VariableSetStmt) &&
+		((VariableSetStmt *) stmt)->name != NULL &&
+		strcmp(((VariableSetStmt *) stmt)->name, "TRANSACTION SNAPSHOT") == 0;
 }
 
 /*
@@ -370,6 +551,11 @@ rg_session_utility(RG_UTILITY_ARGS)
 	Snapshot	pushed = NULL;
 	bool		at_top = rg_session_wanted();
 
+	if (at_top && rg_session_imports_snapshot(stmt))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("SET TRANSACTION SNAPSHOT cannot be gated"),
+				 errdetail("replica_gate.consistency is \"strong\" or replica_gate.read_after is set, and an imported snapshot was taken before a gate could run.")));
 	if (at_top && rg_session_utility_reads(stmt))
 		pushed = rg_session_utility_gate();
 
@@ -395,8 +581,11 @@ rg_session_utility(RG_UTILITY_ARGS)
 	(void) pushed;
 #endif
 
-	/* a REPEATABLE READ transaction gates before its first snapshot */
-	if (at_top && rg_session_begins_xact_snapshot(stmt))
+	/*
+	 * A REPEATABLE READ transaction gates before its first snapshot (asked
+	 * after the statement: it may have set the floor or the mode).
+	 */
+	if (rg_session_wanted() && rg_session_begins_xact_snapshot(stmt))
 	{
 		rg_session_gate();
 		rg_session_gated_lxid = RG_MY_LXID;
@@ -418,7 +607,7 @@ rg_session_init(void)
 							 rg_consistency_options,
 							 PGC_USERSET,
 							 GUC_REPORT,
-							 NULL, NULL, NULL);
+							 NULL, rg_session_assign_consistency, NULL);
 	DefineCustomStringVariable("replica_gate.read_after",
 							   "A token every statement on a standby first gates on.",
 							   "Every statement that takes a new snapshot on a standby first waits until the standby has replayed this token (RG001, RG002, RG003 as require_lsn()); setting it returns at once, on every node.",
@@ -438,4 +627,9 @@ rg_session_init(void)
 	ExecutorFinish_hook = rg_session_executor_finish;
 	rg_session_prev_utility = ProcessUtility_hook;
 	ProcessUtility_hook = rg_session_utility;
+	rg_session_prev_planner = planner_hook;
+	planner_hook = rg_session_planner;
+	rg_session_prev_object_access = object_access_hook;
+	object_access_hook = rg_session_object_access;
+	CacheRegisterRelcacheCallback(rg_session_relcache_inval, (Datum) 0);
 }

@@ -16,6 +16,8 @@ Usage: rg_history.py PRIMARY STANDBY SECONDS READER...
                     again and again
           pipeline: extended protocol in pipeline mode, five reads a batch
           simple:   simple protocol
+  Statements are prepared only by the "prepared" reader (pgbouncer 1.18 in
+  transaction pooling mode keeps no prepared statement).
   Prints one JSON line per reader:
   {"reader", "reads", "violations", "failed", "examples"}.
 """
@@ -57,6 +59,7 @@ def reader(spec, results):
         {"options": f"-c replica_gate.consistency={consistency}"}
     seen, failed = [], 0
     with psycopg.connect(standby_dsn, autocommit=True, **options) as conn:
+        conn.prepare_threshold = None
         end = time.time() + seconds
         while time.time() < end:
             try:
@@ -71,8 +74,11 @@ def reader(spec, results):
                         seen.append((t0, cur.fetchone()[0]))
                 else:
                     t0 = time.time()
-                    row = conn.execute("SELECT v FROM counter",
-                                       prepare=(kind == "prepared")).fetchone()
+                    if kind == "prepared":
+                        row = conn.execute("SELECT v FROM counter", prepare=True).fetchone()
+                    else:
+                        cur = psycopg.ClientCursor(conn)   # the simple protocol
+                        row = cur.execute("SELECT v FROM counter").fetchone()
                     seen.append((t0, row[0]))
             except psycopg.Error as e:
                 if e.sqlstate != "RG001":

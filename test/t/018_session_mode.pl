@@ -27,8 +27,16 @@ CREATE TABLE counter (v int);
 INSERT INTO counter VALUES (0);
 CREATE FUNCTION read_counter() RETURNS int LANGUAGE plpgsql AS
   $$ BEGIN RETURN (SELECT v FROM counter); END $$;
+-- a STABLE function the planner evaluates for its estimates, with its own
+-- subtransaction (the query it runs while planning is not the statement's)
+CREATE FUNCTION floor_of_counter() RETURNS int LANGUAGE plpgsql STABLE AS
+  $$ BEGIN RETURN (SELECT v FROM counter) - 1000;
+     EXCEPTION WHEN others THEN RETURN 0; END $$;
+CREATE TABLE parted (v int) PARTITION BY RANGE (v);
+CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
+INSERT INTO parted SELECT 1 FROM generate_series(1, 10);
 CREATE ROLE reader LOGIN;
-GRANT SELECT ON counter TO reader;
+GRANT SELECT ON counter, parted TO reader;
 ALTER ROLE reader SET replica_gate.consistency = 'strong';
 ALTER ROLE reader SET replica_gate.default_timeout = '3s';
 });
@@ -60,6 +68,10 @@ my %forms = (
 	  'BEGIN ISOLATION LEVEL REPEATABLE READ; SELECT v FROM counter; COMMIT',
 	'SET TRANSACTION' =>
 	  'BEGIN; SET TRANSACTION ISOLATION LEVEL REPEATABLE READ; SELECT v FROM counter; COMMIT',
+	'a STABLE function evaluated while planning' =>
+	  'SELECT v FROM counter WHERE v > floor_of_counter()',
+	'EXPLAIN ANALYZE' =>
+	  q{DO $$DECLARE r text; BEGIN FOR r IN EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT v FROM counter WHERE v = (SELECT max(v) FROM counter) LOOP END LOOP; RAISE NOTICE 'saw %', (SELECT v FROM counter); END$$},
 	'READ COMMITTED, second statement' =>
 	  'BEGIN; SELECT 1 \g /dev/null' . "\n" . 'SELECT v FROM counter; COMMIT');
 my $v = 0;
@@ -103,6 +115,50 @@ $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 $bg->{run}->finish;
 is($bg->{out}, "100\n", 'it sees the write once replay resumes');
 
+# Plain EXPLAIN reads nothing: it does not wait.
+rg_pause_replay($standby);
+$primary->safe_psql('postgres', 'UPDATE counter SET v = 100');
+$t0 = [gettimeofday];
+($out, $err) = as_reader('EXPLAIN (COSTS OFF) SELECT v FROM counter');
+like($out, qr/Seq Scan on counter/, 'EXPLAIN without ANALYZE runs while replay is paused');
+cmp_ok(tv_interval($t0), '<', 2, 'without waiting');
+
+# A REPEATABLE READ transaction gated at BEGIN gates again when the floor
+# changes before its snapshot (SET LOCAL after BEGIN, as behind a pooler).
+my $later = $primary->safe_psql('postgres',
+	'UPDATE counter SET v = 101; SELECT replica_gate.last_commit_token()');
+(undef, $out, $err) = $standby->psql('postgres',
+	"\\set VERBOSITY verbose\nSET replica_gate.default_timeout = '300ms';\nBEGIN ISOLATION LEVEL REPEATABLE READ;\nSET LOCAL replica_gate.read_after = '$later';\nSELECT v FROM counter;\nCOMMIT;");
+like($err, qr/RG001/, 'REPEATABLE READ: a floor set after BEGIN gates before the snapshot');
+unlike($out, qr/^100$/m, 'and no stale row is returned');
+(undef, $out, $err) = $standby->psql('postgres',
+	"\\set VERBOSITY verbose\nSET replica_gate.read_after = '0/1';\nBEGIN ISOLATION LEVEL REPEATABLE READ;\nSET TRANSACTION SNAPSHOT '00000003-00000002-1';\nCOMMIT;");
+like($err, qr/0A000: SET TRANSACTION SNAPSHOT cannot be gated/,
+	'an imported snapshot is refused (0A000)');
+
+# A relation the plan covers changes while the statement waits (a partition
+# attached on the primary before the read began, planned without it, is
+# replayed during the gate): the statement fails (RG001) rather than read a
+# snapshot its plan does not match.
+$primary->safe_psql('postgres',
+	'CREATE TABLE parted_2 (v int); INSERT INTO parted_2 SELECT 150 FROM generate_series(1, 5); '
+	  . 'ALTER TABLE parted ATTACH PARTITION parted_2 FOR VALUES FROM (100) TO (200)');
+my $parted = { out => '', err => '' };
+$parted->{run} = IPC::Run::start(
+	[ 'psql', '-XAtq', '-v', 'VERBOSITY=verbose', '-d', "$reader application_name=parted_reader",
+	  '-c', 'SELECT count(*) FROM parted' ],
+	'<', \undef, '>', \$parted->{out}, '2>', \$parted->{err},
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+$standby->poll_query_until('postgres',
+	"SELECT wait_event_type = 'Extension' FROM pg_stat_activity WHERE application_name = 'parted_reader'")
+  or diag('the read of the partitioned table was not seen waiting');
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+$parted->{run}->finish;
+like($parted->{err}, qr/RG001: a relation of the statement changed while it waited/,
+	'a partition attached during the wait: the read fails rather than miss it')
+  or diag("out: $parted->{out} err: $parted->{err}");
+rg_pause_replay($standby);
+
 # --- REPEATABLE READ that cannot be gated: refused ------------------------------
 ($out, $err) = as_reader(
 	"\\set VERBOSITY verbose\nSET default_transaction_isolation = 'repeatable read'; SELECT v FROM counter");
@@ -126,10 +182,10 @@ like($perr, qr/CONTEXT:  gate of the statement on a standby, for replica_gate.re
 	'its context names the floor');
 is( $standby->safe_psql('postgres',
 		"SET replica_gate.read_after = '$token'; RESET replica_gate.read_after; SELECT v FROM counter"),
-	'100', 'after RESET reads are plain again (stale here)');
+	'101', 'after RESET reads are plain again (stale here)');
 is( $standby->safe_psql('postgres',
 		"SET replica_gate.read_after = '$token'; DISCARD ALL; SELECT v FROM counter"),
-	'100', 'DISCARD ALL resets the floor');
+	'101', 'DISCARD ALL resets the floor');
 $bg = rg_bg_start($standby,
 	[ "SET replica_gate.default_timeout = '10s'", "SET replica_gate.read_after = '$token'",
 	  'SELECT 1', 'SELECT v FROM counter' ], 'floor_reader');
