@@ -16,16 +16,16 @@
  * never serves it: it can miss a commit acknowledged after that question
  * was sent but before the backend's statement began.
  *
- * The answer.  The worker runs RG_QUESTION_SQL on the primary: its system
- * identifier, and a token whose position covers every commit acknowledged
- * before the question, asynchronous ones included (rg_primary_position()
- * in target.c, through replica_gate.primary_token()).  No row means the
- * server asked is in recovery (this standby cascades and
- * replica_gate.primary_conninfo does not name the primary); another system
- * identifier means another cluster; a timeline older than the one this
- * standby follows means a former primary (or another server of a
- * multi-host primary_conninfo).  All fail the question.  A newer timeline
- * is checked by the gate, like any token's (RG002, RG003).
+ * The answer.  A new connection first checks the server once: one in
+ * recovery (this standby cascades and replica_gate.primary_conninfo does
+ * not name the primary) or of another system identifier (another cluster)
+ * is refused.  It then prepares the question, replica_gate.primary_token():
+ * a token whose position covers every commit acknowledged before the
+ * question, asynchronous ones included (rg_primary_position() in target.c).
+ * An answer on a timeline older than the one this standby follows comes
+ * from a former primary (or another server of a multi-host
+ * primary_conninfo) and fails the question; a newer timeline is checked by
+ * the gate, like any token's (RG002, RG003).
  *
  * The connection.  primary_conninfo's options (host, hostaddr, port, user,
  * password, TLS...), with replica_gate.primary_conninfo's laid over them;
@@ -71,9 +71,17 @@
 /* How often an idle worker looks whether the server left recovery. */
 #define RG_QUESTION_IDLE_MS		1000
 
-#define RG_QUESTION_SQL \
-	"SELECT system_identifier::pg_catalog.text, replica_gate.primary_token()" \
-	" FROM pg_catalog.pg_control_system() WHERE NOT pg_catalog.pg_is_in_recovery()"
+/*
+ * What a new connection checks once (the server stays what it is for the
+ * connection's life: a primary is not demoted without a restart), what it
+ * prepares, and the question itself.
+ */
+#define RG_QUESTION_CHECK_SQL \
+	"SELECT system_identifier::pg_catalog.text FROM pg_catalog.pg_control_system()" \
+	" WHERE NOT pg_catalog.pg_is_in_recovery()"
+#define RG_QUESTION_PREPARE_SQL \
+	"PREPARE replica_gate_question AS SELECT replica_gate.primary_token()"
+#define RG_QUESTION_SQL "EXECUTE replica_gate_question"
 
 /* The connection's state, as status() shows it. */
 typedef enum RgQuestionConn
@@ -304,6 +312,83 @@ rg_question_log_level(RgQuestionFailure why)
 }
 
 /*
+ * rg_question_run
+ *		Run "sql" on the connection: its result if it is "status" with
+ *		"columns" columns, else NULL with *why (logged).
+ */
+static PGresult *
+rg_question_run(PGconn *conn, const char *sql, ExecStatusType status,
+				int columns, TimestampTz deadline, RgQuestionFailure *why)
+{
+	PGresult   *res = rg_remote_query(conn, sql, deadline,
+									  RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker"));
+
+	if (res == NULL)
+	{
+		*why = RG_QUESTION_LOST;
+		ereport(rg_question_log_level(*why),
+				(errmsg("replica_gate's question to the primary got no answer: %s",
+						PQstatus(conn) == CONNECTION_BAD ? pchomp(PQerrorMessage(conn)) : "timed out")));
+	}
+	else if (PQresultStatus(res) != status || PQnfields(res) != columns)
+	{
+		*why = RG_QUESTION_REFUSED;
+		ereport(rg_question_log_level(*why),
+				(errmsg("replica_gate's question to the primary failed: %s",
+						pchomp(PQresultErrorMessage(res))),
+				 errhint("The question needs CREATE EXTENSION replica_gate in the database it connects to: primary_conninfo's dbname, replica_gate.primary_conninfo's, or postgres.")));
+		PQclear(res);
+		res = NULL;
+	}
+	return res;
+}
+
+/*
+ * rg_question_check_server
+ *		On a new connection: is the server a primary of this cluster?  Then
+ *		prepare the question.  False with *why (logged) if not.
+ */
+static bool
+rg_question_check_server(PGconn *conn, TimestampTz deadline,
+						 RgQuestionFailure *why)
+{
+	PGresult   *res;
+	char		sysid[32];
+	bool		ok = false;
+
+	res = rg_question_run(conn, RG_QUESTION_CHECK_SQL, PGRES_TUPLES_OK, 1,
+						  deadline, why);
+	if (res == NULL)
+		return false;
+	snprintf(sysid, sizeof(sysid), UINT64_FORMAT, GetSystemIdentifier());
+	if (PQntuples(res) != 1)
+	{
+		*why = RG_QUESTION_STANDBY;
+		ereport(rg_question_log_level(*why),
+				(errmsg("replica_gate asked the primary for its position, but the server asked is in recovery"),
+				 errhint("On a cascading standby, set replica_gate.primary_conninfo to reach the primary.")));
+	}
+	else if (strcmp(PQgetvalue(res, 0, 0), sysid) != 0)
+	{
+		*why = RG_QUESTION_OTHER_SYSTEM;
+		ereport(rg_question_log_level(*why),
+				(errmsg("replica_gate asked the primary for its position, but the server asked has database system identifier %s, this one %s",
+						PQgetvalue(res, 0, 0), sysid)));
+	}
+	else
+		ok = true;
+	PQclear(res);
+	if (!ok)
+		return false;
+
+	res = rg_question_run(conn, RG_QUESTION_PREPARE_SQL, PGRES_COMMAND_OK, 0,
+						  deadline, why);
+	ok = (res != NULL);
+	PQclear(res);
+	return ok;
+}
+
+/*
  * rg_question_connect
  *		Open the connection to the primary (see the file header); NULL and
  *		*why on failure, logged.
@@ -342,6 +427,11 @@ rg_question_connect(TimestampTz deadline, RgQuestionFailure *why)
 				 errdetail("Strong reads on this standby fail until the connection succeeds.")));
 		*why = RG_QUESTION_CONNECT;
 	}
+	else if (!rg_question_check_server(conn, deadline, why))
+	{
+		rg_remote_finish(conn);
+		conn = NULL;
+	}
 	return conn;
 }
 
@@ -373,48 +463,24 @@ rg_question_put(PGconn *conn, TimestampTz deadline, RgTarget *answer,
 				RgQuestionFailure *why)
 {
 	PGresult   *res;
-	char		sysid[32];
 	bool		ok = false;
 
-	res = rg_remote_query(conn, RG_QUESTION_SQL, deadline,
-						  RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker"));
-	snprintf(sysid, sizeof(sysid), UINT64_FORMAT, GetSystemIdentifier());
+	res = rg_question_run(conn, RG_QUESTION_SQL, PGRES_TUPLES_OK, 1, deadline, why);
 	if (res == NULL)
-	{
-		*why = RG_QUESTION_LOST;
-		ereport(rg_question_log_level(*why),
-				(errmsg("replica_gate's question to the primary got no answer: %s",
-						PQstatus(conn) == CONNECTION_BAD ? pchomp(PQerrorMessage(conn)) : "timed out")));
-	}
-	else if (PQresultStatus(res) != PGRES_TUPLES_OK || PQnfields(res) != 2)
+		return false;
+	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
 	{
 		*why = RG_QUESTION_REFUSED;
 		ereport(rg_question_log_level(*why),
-				(errmsg("replica_gate's question to the primary failed: %s",
-						pchomp(PQresultErrorMessage(res))),
-				 errhint("The question needs CREATE EXTENSION replica_gate in the database it connects to: primary_conninfo's dbname, replica_gate.primary_conninfo's, or postgres.")));
+				(errmsg("replica_gate's question to the primary got no token")));
 	}
-	else if (PQntuples(res) != 1)
-	{
-		*why = RG_QUESTION_STANDBY;
-		ereport(rg_question_log_level(*why),
-				(errmsg("replica_gate asked the primary for its position, but the server asked is in recovery"),
-				 errhint("On a cascading standby, set replica_gate.primary_conninfo to reach the primary.")));
-	}
-	else if (strcmp(PQgetvalue(res, 0, 0), sysid) != 0)
-	{
-		*why = RG_QUESTION_OTHER_SYSTEM;
-		ereport(rg_question_log_level(*why),
-				(errmsg("replica_gate asked the primary for its position, but the server asked has database system identifier %s, this one %s",
-						PQgetvalue(res, 0, 0), sysid)));
-	}
-	else if (!rg_target_scan(PQgetvalue(res, 0, 1), answer) ||
+	else if (!rg_target_scan(PQgetvalue(res, 0, 0), answer) ||
 			 answer->primary || answer->tli == 0)
 	{
 		*why = RG_QUESTION_REFUSED;
 		ereport(rg_question_log_level(*why),
 				(errmsg("replica_gate's question to the primary got a malformed answer: \"%s\"",
-						PQgetvalue(res, 0, 1))));
+						PQgetvalue(res, 0, 0))));
 	}
 	else if (answer->tli < rg_question_timeline())
 	{
