@@ -41,6 +41,7 @@ PG_FUNCTION_INFO_V1(rg_wait_for_lsn_sql);
 PG_FUNCTION_INFO_V1(rg_wait_for_lsn_text);
 PG_FUNCTION_INFO_V1(rg_require_lsn_sql);
 PG_FUNCTION_INFO_V1(rg_require_lsn_text);
+PG_FUNCTION_INFO_V1(rg_primary_token);
 
 /*
  * A SET replica_gate.require_lsn ran in this session before the library
@@ -384,31 +385,6 @@ rg_gate_require(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 }
 
 /*
- * rg_gate_primary_token
- *		primary_token(): the primary's position as a token, on a primary its
- *		own, on a standby learned within timeout_ms (RG001 if it cannot be).
- */
-char *
-rg_gate_primary_token(int timeout_ms)
-{
-	RgTarget	target = {0};
-	RgQuestionFailure why;
-	RgWaitResult result;
-
-	if (!RecoveryInProgress())
-	{
-		target.lsn = rg_primary_position(&target.tli);
-		return rg_target_text(&target);
-	}
-	target.primary = true;
-	result = rg_gate_ask_primary(&target, &timeout_ms, NULL, &why);
-	if (result != RG_WAIT_REACHED)
-		rg_gate_raise(&target, RG_MODE_REPLAY, timeout_ms, result,
-					  InvalidXLogRecPtr, why);
-	return rg_target_text(&target);
-}
-
-/*
  * rg_gate_mode_arg
  *		The wait mode given as argument "argno".  The SQL definitions of
  *		version 0.1.0 (a new library before ALTER EXTENSION ... UPDATE) pass
@@ -560,4 +536,34 @@ Datum
 rg_require_lsn_text(PG_FUNCTION_ARGS)
 {
 	return rg_gate_require_lsn(fcinfo, true);
+}
+
+/*
+ * primary_token(timeout_ms integer) returns text: the primary's position as
+ * a token, on a primary its own (see rg_primary_position()), on a standby
+ * the answer of a question to the primary, asked within timeout_ms (NULL:
+ * replica_gate.default_timeout; RG001 if it cannot be learned in time).  A
+ * guard keeps the question's wait from holding back replay, as a gate's.
+ */
+Datum
+rg_primary_token(PG_FUNCTION_ARGS)
+{
+	int			timeout = rg_gate_timeout(PG_ARGISNULL(0), PG_GETARG_INT32(0));
+	RgTarget	target = {0};
+	RgGuard		guard;
+	RgQuestionFailure why;
+	RgWaitResult result;
+
+	if (!RecoveryInProgress())
+		target.lsn = rg_primary_position(&target.tli);
+	else
+	{
+		target.primary = true;
+		rg_guard_prepare(&guard, fcinfo);
+		result = rg_gate_ask_primary(&target, &timeout, &guard, &why);
+		if (result != RG_WAIT_REACHED)
+			rg_gate_raise(&target, RG_MODE_REPLAY, timeout, result,
+						  InvalidXLogRecPtr, why);
+	}
+	PG_RETURN_TEXT_P(cstring_to_text(rg_target_text(&target)));
 }

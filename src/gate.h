@@ -17,6 +17,5 @@ extern void rg_gate_check_missed_set(void);
 extern void rg_gate_check_snapshot(const char *gate_name);
 extern void rg_gate_require(const RgTarget *target, RgWaitMode mode,
 							int timeout_ms, RgGuard *guard);
-extern char *rg_gate_primary_token(int timeout_ms);
 
 #endif							/* RG_GATE_H */

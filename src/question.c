@@ -529,7 +529,7 @@ rg_question_main(Datum arg)
 	for (;;)
 	{
 		uint64		n;
-		pid_t		receiver = WalRcv->pid;
+		pid_t		receiver;
 		char	   *settings;
 		TimestampTz start;
 		RgTarget	answer;
@@ -552,6 +552,9 @@ rg_question_main(Datum arg)
 		}
 
 		/* A new WAL receiver or new settings may mean another primary. */
+		SpinLockAcquire(&WalRcv->mutex);
+		receiver = WalRcv->pid;
+		SpinLockRelease(&WalRcv->mutex);
 		settings = psprintf("%s\n%s", PrimaryConnInfo ? PrimaryConnInfo : "",
 							rg_primary_conninfo ? rg_primary_conninfo : "");
 		if (conn != NULL &&

@@ -27,10 +27,10 @@
  * it holds a snapshot (an open cursor); the locks of the statement's parse
  * analysis stay held, so the wait is guarded (guard.c, rule 3): it gives
  * way, raising RG001, rather than hold back replay on a lock conflict.  The
- * plan, too, was made before the wait: if replay changed one of the
- * statement's relations meanwhile (a partition attached, say), the plan
- * may not match the snapshot taken after, and the statement fails with
- * RG001 rather than run.
+ * plan, too, was made before the wait: if replay attached or detached a
+ * partition of one of the statement's tables meanwhile, the plan may not
+ * match the snapshot taken after, and the statement fails with RG001
+ * rather than run (see rg_session_gate_plan).
  *
  * A REPEATABLE READ or SERIALIZABLE transaction keeps the snapshot of its
  * first statement, which cannot be replaced: it gates at its BEGIN (or at
@@ -54,6 +54,7 @@
 #include "access/parallel.h"
 #include "access/xact.h"
 #include "catalog/objectaccess.h"
+#include "catalog/pg_class.h"
 #include "commands/defrem.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
@@ -65,6 +66,7 @@
 #include "tcop/pquery.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
+#include "utils/lsyscache.h"
 #include "utils/portal.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
@@ -234,7 +236,16 @@ rg_session_gate(void)
 /*
  * rg_session_gate_plan
  *		rg_session_gate for a statement planned before the wait: fail if
- *		replay invalidated one of its relations meanwhile.
+ *		replay changed the partitions of one of its partitioned tables
+ *		meanwhile.
+ *
+ * Every other change a plan depends on (a dropped column or index, a new
+ * relfilenode) takes an AccessExclusiveLock on the primary, which replay
+ * takes too: it waits for the lock this statement holds, and the guard
+ * gives way.  Attaching or detaching a partition takes a weaker lock, and
+ * replay applies it during the wait; the plan then covers other partitions
+ * than the snapshot taken after.  Other invalidations (a VACUUM's new
+ * statistics, every few seconds under write load) leave the plan right.
  */
 static void
 rg_session_gate_plan(PlannedStmt *stmt)
@@ -258,15 +269,19 @@ rg_session_gate_plan(PlannedStmt *stmt)
 
 	foreach(lc, stmt->relationOids)
 	{
-		changed |= rg_session_inval_all;
+		bool		invalidated = rg_session_inval_all;
+
 		for (int i = 0; i < rg_session_ninvals; i++)
-			changed |= (rg_session_invals[i] == lfirst_oid(lc));
+			invalidated |= (rg_session_invals[i] == lfirst_oid(lc));
+		if (invalidated &&
+			get_rel_relkind(lfirst_oid(lc)) == RELKIND_PARTITIONED_TABLE)
+			changed = true;
 	}
 	if (changed)
 		ereport(ERROR,
 				(errcode(ERRCODE_RG_REPLICA_BEHIND),
-				 errmsg("a relation of the statement changed while it waited for replay"),
-				 errdetail("The statement was planned before its gate; the plan may not match what it would now read."),
+				 errmsg("the partitions of a table of the statement changed while it waited for replay"),
+				 errdetail("The statement was planned before its gate; its plan may not cover the partitions it would now read."),
 				 errhint("Run the statement again, or on the primary.")));
 }
 

@@ -24,7 +24,6 @@
 #include "utils/guc.h"
 #include "utils/pg_lsn.h"
 
-#include "gate.h"
 #include "target.h"
 #include "token.h"
 
@@ -34,7 +33,6 @@ PG_FUNCTION_INFO_V1(rg_last_commit_lsn);
 PG_FUNCTION_INFO_V1(rg_last_commit_token);
 PG_FUNCTION_INFO_V1(rg_seen_lsn);
 PG_FUNCTION_INFO_V1(rg_seen_token);
-PG_FUNCTION_INFO_V1(rg_primary_token);
 
 /*
  * End of the commit record of this session's last write transaction, and
@@ -220,19 +218,4 @@ rg_seen_token(PG_FUNCTION_ARGS)
 	XLogRecPtr	lsn = rg_seen_position(&tli);
 
 	PG_RETURN_TEXT_P(cstring_to_text(rg_token_text(tli, lsn)));
-}
-
-/*
- * primary_token(timeout_ms integer) returns text: the primary's position as
- * a token, on a primary its own (see rg_primary_position()), on a standby
- * the answer of a question to the primary (NULL timeout_ms:
- * replica_gate.default_timeout; RG001 if it cannot be learned in time).
- */
-Datum
-rg_primary_token(PG_FUNCTION_ARGS)
-{
-	int			timeout = rg_gate_timeout(PG_ARGISNULL(0),
-										  PG_ARGISNULL(0) ? 0 : PG_GETARG_INT32(0));
-
-	PG_RETURN_TEXT_P(cstring_to_text(rg_gate_primary_token(timeout)));
 }

@@ -7,7 +7,8 @@
 # some with the gate as a statement of its own (it waits without an xmin and
 # must always pass), some with the gate sharing its statement or its
 # transaction with a read (it keeps its snapshot and gives way when replay
-# waits).  No recovery-conflict wait may last 50 ms (read from the log,
+# waits), some in the session mode (replica_gate.consistency = strong: each
+# read gives its snapshot back, asks the primary and waits).  No recovery-conflict wait may last 50 ms (read from the log,
 # log_recovery_conflict_waits, 14+; on 13 the startup process's wait event,
 # sampled every 5 ms or so).
 
@@ -64,13 +65,15 @@ my %forms = (
 	alone => "SELECT replica_gate.require_lsn(:'t', 5000);\nSELECT v FROM u WHERE id = %d;",
 	shared => "SELECT v, replica_gate.wait_for_lsn(:'t', 5000) FROM u WHERE id = %d;",
 	in_xact => "BEGIN;\nSELECT v FROM u WHERE id = %d;\nSELECT replica_gate.require_lsn(:'t', 5000);\nCOMMIT;",
+	strong => "SELECT v FROM u WHERE id = %d;",
 );
+my %prefix = (strong => "SET replica_gate.consistency = strong;\nSET replica_gate.default_timeout = 5000;\n");
 my %readers;
 for my $form (sort keys %forms)
 {
 	my $script = $standby->basedir . "/$form.sql";
 	PostgreSQL::Test::Utils::append_to_file($script,
-		join('', map { "SELECT pg_last_wal_receive_lsn() AS t \\gset\n"
+		($prefix{$form} // '') . join('', map { "SELECT pg_last_wal_receive_lsn() AS t \\gset\n"
 				  . sprintf($forms{$form}, $_) . "\n" } 1 .. 80));
 	for my $n (1 .. 3)
 	{
@@ -79,7 +82,7 @@ for my $form (sort keys %forms)
 }
 
 my $readers = q{SELECT count(*) FROM pg_stat_activity
-	WHERE application_name ~ '^(alone|shared|in_xact)[0-9]$'};
+	WHERE application_name ~ '^(alone|shared|in_xact|strong)[0-9]$'};
 my $sampler;
 if (!$logged)
 {
@@ -101,7 +104,10 @@ for my $name (sort keys %readers)
 }
 is($failed{alone}, 0, 'every gate that is a statement of its own passed (240 of 240)')
   or diag(join "\n", map { $readers{"alone$_"}{stderr} } 1 .. 3);
-note("gates that gave way or timed out: shared $failed{shared} of 240, in_xact $failed{in_xact} of 240");
+note("gates that gave way or timed out: shared $failed{shared} of 240, in_xact $failed{in_xact} of 240, "
+	  . "strong $failed{strong} of 240");
+cmp_ok($failed{strong}, '<=', 5,
+	"strong reads pass under the write load: at most 5 of 240 refused ($failed{strong})");
 
 $primary->wait_for_catchup($standby->name, 'replay');
 if ($logged)

@@ -154,7 +154,7 @@ $standby->poll_query_until('postgres',
   or diag('the read of the partitioned table was not seen waiting');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 $parted->{run}->finish;
-like($parted->{err}, qr/RG001: a relation of the statement changed while it waited/,
+like($parted->{err}, qr/RG001: the partitions of a table of the statement changed while it waited/,
 	'a partition attached during the wait: the read fails rather than miss it')
   or diag("out: $parted->{out} err: $parted->{err}");
 rg_pause_replay($standby);
