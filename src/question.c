@@ -61,6 +61,7 @@
 #include "remote.h"
 #include "stats.h"
 #include "target.h"
+#include "upstream.h"
 
 /* How long a connection attempt or a question may take. */
 #define RG_QUESTION_TIMEOUT_MS	5000
@@ -113,6 +114,20 @@ static uint32 rg_question_worker_event = 0;
 
 /* In the worker: the failure logged last, logged again only after a change. */
 static int	rg_question_logged = -1;
+
+/*
+ * In the worker: its connection to the primary, what it was opened for, and
+ * the last failure.
+ */
+static struct
+{
+	PGconn	   *conn;			/* NULL: not open */
+	bool		prepared;		/* the question is prepared on it */
+	pid_t		receiver;		/* the WAL receiver it is opened for */
+	char	   *settings;		/* primary_conninfo, replica_gate's, likewise */
+	TimestampTz retry_after;	/* no new attempt before then */
+	RgQuestionFailure why;		/* the last failure */
+}			rg_worker = {.why = RG_QUESTION_CONNECT};
 
 PGDLLEXPORT void rg_question_main(Datum arg);
 
@@ -292,6 +307,7 @@ rg_question_worker_exit(int code, Datum arg)
 	rg_question->sent = rg_question->requested;
 	rg_question->conn = RG_CONN_NONE;
 	SpinLockRelease(&rg_question->mutex);
+	rg_upstream_attach(NULL);
 	rg_question_end(NULL, RecoveryInProgress() ? RG_QUESTION_NO_WORKER :
 					RG_QUESTION_RECOVERY_ENDED);
 }
@@ -345,8 +361,8 @@ rg_question_run(PGconn *conn, const char *sql, ExecStatusType status,
 
 /*
  * rg_question_check_server
- *		On a new connection: is the server a primary of this cluster?  Then
- *		prepare the question.  False with *why (logged) if not.
+ *		On a new connection: is the server a primary of this cluster?  False
+ *		with *why (logged) if not.
  */
 static bool
 rg_question_check_server(PGconn *conn, TimestampTz deadline,
@@ -378,61 +394,75 @@ rg_question_check_server(PGconn *conn, TimestampTz deadline,
 	else
 		ok = true;
 	PQclear(res);
-	if (!ok)
-		return false;
-
-	res = rg_question_run(conn, RG_QUESTION_PREPARE_SQL, PGRES_COMMAND_OK, 0,
-						  deadline, why);
-	ok = (res != NULL);
-	PQclear(res);
 	return ok;
 }
 
+/* Close the worker's connection, if open. */
+static void
+rg_question_close(void)
+{
+	rg_remote_finish(rg_worker.conn);
+	rg_worker.conn = NULL;
+	rg_worker.prepared = false;
+}
+
 /*
- * rg_question_connect
- *		Open the connection to the primary (see the file header); NULL and
- *		*why on failure, logged.
+ * rg_question_open
+ *		Make sure the worker's connection to the primary is open (see the
+ *		file header): true if it is, false with rg_worker.why (logged) if it
+ *		cannot be opened, or if the last attempt failed less than
+ *		RG_QUESTION_RETRY_MS ago.
  */
-static PGconn *
-rg_question_connect(TimestampTz deadline, RgQuestionFailure *why)
+static bool
+rg_question_open(TimestampTz deadline)
 {
 	RgRemoteOptions options = {0};
+	RgRemoteOptions over = {0};
 	char	   *error;
-	PGconn	   *conn;
-	int			i;
 
+	if (rg_worker.conn != NULL)
+		return true;
+	if (GetCurrentTimestamp() < rg_worker.retry_after)
+		return false;			/* fail at once with the last failure */
 	if (!rg_remote_add_conninfo(&options, PrimaryConnInfo) ||
-		!rg_remote_add_conninfo(&options, rg_primary_conninfo))
+		!rg_remote_add_conninfo(&over, rg_primary_conninfo))
 	{
-		ereport(rg_question_log_level(RG_QUESTION_BAD_CONNINFO),
+		rg_worker.why = RG_QUESTION_BAD_CONNINFO;
+		ereport(rg_question_log_level(rg_worker.why),
 				(errmsg("replica_gate cannot ask the primary: primary_conninfo or replica_gate.primary_conninfo cannot be parsed")));
-		*why = RG_QUESTION_BAD_CONNINFO;
-		return NULL;
 	}
-	rg_remote_set(&options, "replication", NULL);
-	for (i = 0; i < options.n; i++)
-		if (strcmp(options.keys[i], "dbname") == 0)
-			break;
-	if (i == options.n)
-		rg_remote_set(&options, "dbname", "postgres");
-	rg_remote_set(&options, "application_name", "replica_gate question");
-
-	conn = rg_remote_connect(&options, deadline,
-							 RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker"),
-							 &error);
-	if (conn == NULL)
+	else
 	{
-		ereport(rg_question_log_level(RG_QUESTION_CONNECT),
-				(errmsg("replica_gate could not connect to the primary: %s", error),
-				 errdetail("Strong reads on this standby fail until the connection succeeds.")));
-		*why = RG_QUESTION_CONNECT;
+		/* a host or address of replica_gate's replaces both of the WAL receiver's */
+		if (rg_remote_get(&over, "host") != NULL ||
+			rg_remote_get(&over, "hostaddr") != NULL)
+		{
+			rg_remote_set(&options, "host", NULL);
+			rg_remote_set(&options, "hostaddr", NULL);
+		}
+		for (int i = 0; i < over.n; i++)
+			rg_remote_set(&options, over.keys[i], over.values[i]);
+		rg_remote_set(&options, "replication", NULL);
+		if (rg_remote_get(&options, "dbname") == NULL)
+			rg_remote_set(&options, "dbname", "postgres");
+		rg_remote_set(&options, "application_name", "replica_gate question");
+		rg_worker.conn = rg_remote_connect(&options, deadline,
+										   RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker"),
+										   &error);
+		if (rg_worker.conn == NULL)
+		{
+			rg_worker.why = RG_QUESTION_CONNECT;
+			ereport(rg_question_log_level(rg_worker.why),
+					(errmsg("replica_gate could not connect to the primary: %s", error),
+					 errdetail("Strong reads on this standby fail until the connection succeeds.")));
+		}
+		else if (!rg_question_check_server(rg_worker.conn, deadline, &rg_worker.why))
+			rg_question_close();
 	}
-	else if (!rg_question_check_server(conn, deadline, why))
-	{
-		rg_remote_finish(conn);
-		conn = NULL;
-	}
-	return conn;
+	if (rg_worker.conn == NULL)
+		rg_worker.retry_after = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+															RG_QUESTION_RETRY_MS);
+	return rg_worker.conn != NULL;
 }
 
 /*
@@ -455,17 +485,28 @@ rg_question_timeline(void)
 
 /*
  * rg_question_put
- *		Ask the primary on "conn"; true with *answer, or false with *why
- *		(logged), the connection then being unusable.
+ *		Ask the primary on the open connection, preparing the question the
+ *		first time; true with *answer, or false with rg_worker.why (logged),
+ *		the connection then being unusable.
  */
 static bool
-rg_question_put(PGconn *conn, TimestampTz deadline, RgTarget *answer,
-				RgQuestionFailure *why)
+rg_question_put(TimestampTz deadline, RgTarget *answer)
 {
+	RgQuestionFailure *why = &rg_worker.why;
 	PGresult   *res;
 	bool		ok = false;
 
-	res = rg_question_run(conn, RG_QUESTION_SQL, PGRES_TUPLES_OK, 1, deadline, why);
+	if (!rg_worker.prepared)
+	{
+		res = rg_question_run(rg_worker.conn, RG_QUESTION_PREPARE_SQL,
+							  PGRES_COMMAND_OK, 0, deadline, why);
+		if (res == NULL)
+			return false;
+		PQclear(res);
+		rg_worker.prepared = true;
+	}
+	res = rg_question_run(rg_worker.conn, RG_QUESTION_SQL, PGRES_TUPLES_OK, 1,
+						  deadline, why);
 	if (res == NULL)
 		return false;
 	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
@@ -500,18 +541,66 @@ rg_question_put(PGconn *conn, TimestampTz deadline, RgTarget *answer,
 }
 
 /*
+ * rg_question_answer_upstream
+ *		Find out whether the WAL receiver's sender, connection "key", is the
+ *		primary (upstream.c), on the worker's connection.
+ */
+static void
+rg_question_answer_upstream(const RgUpstreamKey *key)
+{
+	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+													   RG_QUESTION_TIMEOUT_MS);
+	uint32		event = RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker");
+
+	if (!rg_question_open(deadline))
+		(void) rg_upstream_check(NULL, rg_worker.why == RG_QUESTION_STANDBY,
+								 key, deadline, event);
+	else if (!rg_upstream_check(rg_worker.conn, false, key, deadline, event))
+		rg_question_close();
+}
+
+/*
+ * rg_question_answer
+ *		Ask the primary the question numbered up to "n" and end it.  A
+ *		connection that had served before and was found broken is
+ *		reopened, and the question asked again, once.
+ */
+static void
+rg_question_answer(void)
+{
+	TimestampTz start = GetCurrentTimestamp();
+	RgTarget	answer;
+	bool		ok = false;
+
+	for (int attempt = 0; attempt < 2 && !ok; attempt++)
+	{
+		TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
+														   RG_QUESTION_TIMEOUT_MS);
+		bool		fresh = (rg_worker.conn == NULL);
+
+		if (!rg_question_open(deadline))
+			break;
+		ok = rg_question_put(deadline, &answer);
+		if (!ok)
+		{
+			rg_question_close();
+			if (fresh || rg_worker.why != RG_QUESTION_LOST)
+				break;
+		}
+	}
+	rg_stats_question(ok, GetCurrentTimestamp() - start);
+	rg_question_end(ok ? &answer : NULL, rg_worker.why);
+}
+
+/*
  * rg_question_main
- *		The question worker: wait for a question to be requested, ask it,
- *		publish the answer; reopen the connection as needed (file header).
+ *		The question worker: wait for a question to be requested or for the
+ *		upstream question to be wanted, answer it, publish the answer;
+ *		reopen the connection as needed (file header).
  */
 void
 rg_question_main(Datum arg)
 {
-	PGconn	   *conn = NULL;
-	pid_t		conn_receiver = 0;	/* WAL receiver when conn was opened */
-	char	   *conn_settings = pstrdup("");	/* settings it was opened with */
-	TimestampTz retry_after = 0;
-	RgQuestionFailure why = RG_QUESTION_CONNECT;
 	MemoryContext loop_cxt;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -524,6 +613,7 @@ rg_question_main(Datum arg)
 	rg_question->worker_latch = MyLatch;
 	rg_question->conn = RG_CONN_NONE;
 	SpinLockRelease(&rg_question->mutex);
+	rg_upstream_attach(MyLatch);
 	before_shmem_exit(rg_question_worker_exit, (Datum) 0);
 
 	for (;;)
@@ -531,10 +621,8 @@ rg_question_main(Datum arg)
 		uint64		n;
 		pid_t		receiver;
 		char	   *settings;
-		TimestampTz start;
-		RgTarget	answer;
-		bool		fresh;
-		bool		ok;
+		RgUpstreamKey key;
+		bool		upstream;
 
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
@@ -547,7 +635,7 @@ rg_question_main(Datum arg)
 		}
 		if (!RecoveryInProgress())
 		{
-			rg_remote_finish(conn);
+			rg_question_close();
 			proc_exit(0);		/* before_shmem_exit fails what is pending */
 		}
 
@@ -557,12 +645,18 @@ rg_question_main(Datum arg)
 		SpinLockRelease(&WalRcv->mutex);
 		settings = psprintf("%s\n%s", PrimaryConnInfo ? PrimaryConnInfo : "",
 							rg_primary_conninfo ? rg_primary_conninfo : "");
-		if (conn != NULL &&
-			((receiver != 0 && receiver != conn_receiver) ||
-			 strcmp(settings, conn_settings) != 0))
+		if ((receiver != 0 && receiver != rg_worker.receiver) ||
+			rg_worker.settings == NULL || strcmp(settings, rg_worker.settings) != 0)
 		{
-			rg_remote_finish(conn);
-			conn = NULL;
+			rg_question_close();
+			rg_worker.retry_after = 0;
+			if (rg_worker.settings != NULL && strcmp(settings, rg_worker.settings) != 0)
+				rg_upstream_forget();
+			if (receiver != 0)
+				rg_worker.receiver = receiver;
+			if (rg_worker.settings != NULL)
+				pfree(rg_worker.settings);
+			rg_worker.settings = MemoryContextStrdup(TopMemoryContext, settings);
 		}
 
 		SpinLockAcquire(&rg_question->mutex);
@@ -570,65 +664,26 @@ rg_question_main(Datum arg)
 		if (n != 0)
 			rg_question->sent = n;
 		SpinLockRelease(&rg_question->mutex);
+		upstream = rg_upstream_wanted(&key);
 
-		if (n == 0)
+		if (upstream)
+			rg_question_answer_upstream(&key);
+		if (n != 0)
+			rg_question_answer();
+		if (n == 0 && !upstream)
 		{
 			int			rc;
 
 			/* idle: notice a connection the primary closed */
 			rc = WaitLatchOrSocket(MyLatch,
 								   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
-								   (conn != NULL ? WL_SOCKET_READABLE : 0),
-								   conn != NULL ? PQsocket(conn) : PGINVALID_SOCKET,
+								   (rg_worker.conn != NULL ? WL_SOCKET_READABLE : 0),
+								   rg_worker.conn != NULL ? PQsocket(rg_worker.conn) : PGINVALID_SOCKET,
 								   RG_QUESTION_IDLE_MS,
 								   RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker"));
 			if ((rc & WL_SOCKET_READABLE) &&
-				(!PQconsumeInput(conn) || PQstatus(conn) == CONNECTION_BAD))
-			{
-				rg_remote_finish(conn);
-				conn = NULL;
-			}
-			continue;
+				(!PQconsumeInput(rg_worker.conn) || PQstatus(rg_worker.conn) == CONNECTION_BAD))
+				rg_question_close();
 		}
-
-		/*
-		 * Ask; a connection that had served before and was found broken is
-		 * reopened, and the question asked again, once.
-		 */
-		start = GetCurrentTimestamp();
-		fresh = false;
-		ok = false;
-		for (int attempt = 0; attempt < 2 && !ok; attempt++)
-		{
-			TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-															   RG_QUESTION_TIMEOUT_MS);
-
-			if (conn == NULL)
-			{
-				if (GetCurrentTimestamp() < retry_after)
-					break;		/* fail at once with the last failure */
-				conn = rg_question_connect(deadline, &why);
-				conn_receiver = receiver;
-				pfree(conn_settings);
-				conn_settings = MemoryContextStrdup(TopMemoryContext, settings);
-				if (conn == NULL)
-				{
-					retry_after = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-															  RG_QUESTION_RETRY_MS);
-					break;
-				}
-				fresh = true;
-			}
-			ok = rg_question_put(conn, deadline, &answer, &why);
-			if (!ok)
-			{
-				rg_remote_finish(conn);
-				conn = NULL;
-				if (fresh || why != RG_QUESTION_LOST)
-					break;
-			}
-		}
-		rg_stats_question(ok, GetCurrentTimestamp() - start);
-		rg_question_end(ok ? &answer : NULL, why);
 	}
 }

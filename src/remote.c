@@ -25,6 +25,16 @@
 
 #include "remote.h"
 
+/* The value of option "key", or NULL if it is not set. */
+const char *
+rg_remote_get(const RgRemoteOptions *options, const char *key)
+{
+	for (int i = 0; i < options->n; i++)
+		if (strcmp(options->keys[i], key) == 0)
+			return options->values[i];
+	return NULL;
+}
+
 /*
  * rg_remote_set
  *		Set option "key" to "value" (copied), or remove it if value is NULL.

@@ -20,6 +20,8 @@ typedef struct RgRemoteOptions
 } RgRemoteOptions;
 
 extern bool rg_remote_add_conninfo(RgRemoteOptions *options, const char *conninfo);
+extern const char *rg_remote_get(const RgRemoteOptions *options,
+								 const char *key);
 extern void rg_remote_set(RgRemoteOptions *options, const char *key,
 						  const char *value);
 extern PGconn *rg_remote_connect(RgRemoteOptions *options, TimestampTz deadline,

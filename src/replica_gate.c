@@ -77,7 +77,7 @@ rg_define_settings(void)
 
 	DefineCustomStringVariable("replica_gate.primary_conninfo",
 							   "Connection options for asking the primary where it is (strong reads).",
-							   "Laid over primary_conninfo's options: a cascading standby names the primary here, and a database where the extension exists (default postgres).",
+							   "Laid over primary_conninfo's options (a host or hostaddr here replaces both of primary_conninfo's): a cascading standby names the primary here, and a database where the extension exists (default postgres).",
 							   &rg_primary_conninfo,
 							   "",
 							   PGC_SIGHUP,

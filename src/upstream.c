@@ -9,39 +9,37 @@
  * comes from another standby: it says how far this node is behind that
  * standby, which may itself have been cut off from the primary for
  * minutes.  Nothing in the streaming protocol says what the sender is, so
- * this module asks it, once per WAL receiver connection and timeline, over
- * a replication connection of its own: primary_conninfo's options with the
- * host and port the WAL receiver reports (pg_stat_wal_receiver's
- * sender_host and sender_port).  From 14 on the sender's answer is the
- * in_hot_standby parameter it reports when the connection starts; a 13
- * sender answers "SHOW transaction_read_only" (on in recovery; also on a
- * primary with default_transaction_read_only, which then counts as a
- * standby: the safe side).  A primary also answers "SHOW wal_writer_delay":
- * a commit made with synchronous_commit = off is visible there before its
- * WAL is flushed, and so before it is sent, for up to three times that
- * (the WAL writer's promise); staleness.c widens its bound by as much.  A
- * reload of the primary that raises wal_writer_delay counts from the WAL
- * receiver's next connection.
+ * the question worker (question.c) finds out, once per WAL receiver
+ * connection and timeline, over its connection to the primary.
  *
- * The answer lives in shared memory, so the sender sees one such
- * connection per WAL receiver connection, not one per session; without
- * shared_preload_libraries nothing is asked and the sender counts as a
- * standby.  A new WAL receiver process, a new start of streaming and a new
- * timeline each ask again: a standby promoted while we stream from it
- * moves us to its new timeline.  Messages sent before the answer count for
- * nothing, since the sender may have been a standby when it sent them.
- * Until an answer is known, while the question runs, and when it fails
- * (logged once per connection, retried after RG_UPSTREAM_RETRY_MS), the
- * sender counts as a standby: staleness is unknown, and gates on it fail
- * closed.
+ * The sender is the primary when the server the question worker reaches is
+ * a primary of this cluster (question.c checks that when it connects) and
+ * has a WAL sender streaming to this standby: a physical WAL sender under
+ * the WAL receiver's application_name, connected from the address the
+ * question's own connection comes from (client_port is NULL where the
+ * question's user may not see it: no match).  The server is found the way
+ * the question finds it, hostaddr and replica_gate.primary_conninfo
+ * included, and is never trusted for being reachable at the name the WAL
+ * receiver reports (a host name resolved again, a virtual IP, a load
+ * balancer or a multi-host list can lead elsewhere).  A primary also says
+ * how long a commit made with synchronous_commit = off may stay unflushed
+ * there, and so unsent: three times its wal_writer_delay (the WAL writer's
+ * promise); staleness.c widens its bound by as much.
+ *
+ * Backends never ask: a backend that finds no answer for the current WAL
+ * receiver connection marks the answer wanted, wakes the worker and goes
+ * on with "not the primary" (staleness unknown, gates on it fail closed);
+ * a waiting gate sees the answer at its next check.  Messages sent before
+ * the answer count for nothing, since the sender may have been a standby
+ * when it sent them.  A failed question is asked again after
+ * RG_UPSTREAM_RETRY_MS, when wanted.  Without shared_preload_libraries
+ * nothing is asked and the sender counts as a standby.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
-#include "miscadmin.h"
 #include "replication/walreceiver.h"
-#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
@@ -51,14 +49,24 @@
 #include "remote.h"
 #include "upstream.h"
 
-/* How long the question may take, and how long to wait after a failure. */
-#define RG_UPSTREAM_TIMEOUT_MS		2000
+/* After a failed question, the next one waits this long. */
 #define RG_UPSTREAM_RETRY_MS		1000
+
+/*
+ * Does the server asked stream to us?  %s: the WAL receiver's
+ * application_name, as a literal.
+ */
+#define RG_UPSTREAM_SQL \
+	"SELECT pg_catalog.current_setting('wal_writer_delay')," \
+	" EXISTS (SELECT FROM pg_catalog.pg_stat_activity" \
+	" WHERE backend_type = 'walsender' AND datid IS NULL" \
+	" AND application_name = %s AND client_port IS NOT NULL" \
+	" AND client_addr IS NOT DISTINCT FROM pg_catalog.inet_client_addr())" \
+	" WHERE NOT pg_catalog.pg_is_in_recovery()"
 
 typedef enum RgUpstreamState
 {
 	RG_UPSTREAM_UNKNOWN,		/* not asked yet, or the question failed */
-	RG_UPSTREAM_ASKING,			/* a backend is asking */
 	RG_UPSTREAM_PRIMARY,
 	RG_UPSTREAM_STANDBY
 } RgUpstreamState;
@@ -67,22 +75,16 @@ typedef enum RgUpstreamState
 typedef struct RgUpstream
 {
 	slock_t		mutex;
+	Latch	   *worker_latch;	/* the question worker's, NULL if none */
+	bool		wanted;			/* a backend found no answer for the key */
 	RgUpstreamKey key;
 	RgUpstreamState state;
 	TimestampTz answered_at;	/* when the sender answered */
 	int64		unflushed_us;	/* a primary's 3 * wal_writer_delay */
 	TimestampTz retry_after;	/* UNKNOWN after a failure: not before then */
-	bool		failed_once;	/* a failure was logged for this key */
 } RgUpstream;
 
 static RgUpstream *rg_upstream = NULL;
-static uint32 rg_upstream_event = 0;
-
-/* Connection options that the question sets itself. */
-static const char *const rg_upstream_overridden[] = {
-	"host", "hostaddr", "port", "dbname", "replication", "application_name",
-	"load_balance_hosts", "target_session_attrs"
-};
 
 Size
 rg_upstream_shmem_size(void)
@@ -116,135 +118,9 @@ rg_upstream_same_key(const RgUpstreamKey *a, const RgUpstreamKey *b)
 }
 
 /*
- * rg_upstream_show
- *		The value of setting "name" on a connected sender (palloc'd), or
- *		NULL if it does not answer in time.
- */
-static char *
-rg_upstream_show(PGconn *conn, const char *name, TimestampTz deadline)
-{
-	char		query[64];
-	PGresult   *res;
-	char	   *value = NULL;
-
-	snprintf(query, sizeof(query), "SHOW %s", name);
-	res = rg_remote_query(conn, query, deadline,
-						  RG_WAIT_EVENT(rg_upstream_event, "ReplicaGateUpstream"));
-	if (res != NULL && PQresultStatus(res) == PGRES_TUPLES_OK &&
-		PQntuples(res) == 1)
-		value = pstrdup(PQgetvalue(res, 0, 0));
-	PQclear(res);
-	return value;
-}
-
-/*
- * rg_upstream_answer
- *		Ask a connected sender whether it is in recovery, and a primary how
- *		long a commit may stay unflushed there (*unflushed_us).
- */
-static RgUpstreamState
-rg_upstream_answer(PGconn *conn, TimestampTz deadline, int64 *unflushed_us)
-{
-	const char *on;
-	char	   *delay;
-	int			delay_ms;
-
-#if PG_VERSION_NUM >= 140000
-	on = PQparameterStatus(conn, "in_hot_standby");
-#else
-	on = rg_upstream_show(conn, "transaction_read_only", deadline);
-#endif
-	if (on != NULL && strcmp(on, "on") == 0)
-		return RG_UPSTREAM_STANDBY;
-	if (on == NULL || strcmp(on, "off") != 0)
-		return RG_UPSTREAM_UNKNOWN;
-
-	delay = rg_upstream_show(conn, "wal_writer_delay", deadline);
-	if (delay == NULL || !parse_int(delay, &delay_ms, GUC_UNIT_MS, NULL))
-		return RG_UPSTREAM_UNKNOWN;
-	*unflushed_us = 3 * (int64) delay_ms * 1000;
-	return RG_UPSTREAM_PRIMARY;
-}
-
-/*
- * rg_upstream_ask
- *		Connect to the sender at host:port and ask whether it is a standby,
- *		within RG_UPSTREAM_TIMEOUT_MS; UNKNOWN if that fails (logged if
- *		log_failure).  A primary's *unflushed_us is set.
- *
- * The connection takes primary_conninfo's options (URI or keyword form)
- * with the sender's host and port: a physical replication connection named
- * replica_gate.
- */
-static RgUpstreamState
-rg_upstream_ask(const char *host, int port, bool log_failure,
-				int64 *unflushed_us)
-{
-	RgRemoteOptions options = {0};
-	PGconn	   *volatile conn = NULL;
-	volatile RgUpstreamState state = RG_UPSTREAM_UNKNOWN;
-	char	   *error = "primary_conninfo cannot be parsed";
-	char		port_text[16];
-	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													   RG_UPSTREAM_TIMEOUT_MS);
-
-	snprintf(port_text, sizeof(port_text), "%d", port);
-	if (rg_remote_add_conninfo(&options, PrimaryConnInfo))
-	{
-		for (int i = 0; i < lengthof(rg_upstream_overridden); i++)
-			rg_remote_set(&options, rg_upstream_overridden[i], NULL);
-		rg_remote_set(&options, "host", host);
-		rg_remote_set(&options, "port", port_text);
-		rg_remote_set(&options, "dbname", "replication");
-		rg_remote_set(&options, "replication", "true");
-		rg_remote_set(&options, "application_name", "replica_gate");
-		conn = rg_remote_connect(&options, deadline,
-								 RG_WAIT_EVENT(rg_upstream_event, "ReplicaGateUpstream"),
-								 &error);
-	}
-	PG_TRY();
-	{
-		if (conn != NULL)
-		{
-			state = rg_upstream_answer(conn, deadline, unflushed_us);
-			error = "no answer";
-		}
-		if (state == RG_UPSTREAM_UNKNOWN && log_failure)
-			ereport(LOG,
-					(errmsg("replica_gate could not ask the WAL sender at \"%s\" port %d whether it is a standby: %s",
-							host, port, error),
-					 errdetail("Staleness is unknown until the question succeeds; it is retried every second.")));
-	}
-	PG_FINALLY();
-	{
-		rg_remote_finish(conn);
-	}
-	PG_END_TRY();
-	return state;
-}
-
-/* A question ended by an error or exit: make its key UNKNOWN again. */
-static void
-rg_upstream_abandon(int code, Datum arg)
-{
-	const RgUpstreamKey *key = (const RgUpstreamKey *) DatumGetPointer(arg);
-	TimestampTz retry = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
-													RG_UPSTREAM_RETRY_MS);
-
-	SpinLockAcquire(&rg_upstream->mutex);
-	if (rg_upstream_same_key(&rg_upstream->key, key) &&
-		rg_upstream->state == RG_UPSTREAM_ASKING)
-	{
-		rg_upstream->state = RG_UPSTREAM_UNKNOWN;
-		rg_upstream->retry_after = retry;
-	}
-	SpinLockRelease(&rg_upstream->mutex);
-}
-
-/*
  * rg_upstream_is_primary
- *		Is the sender of WAL receiver connection "key" the primary?  Asks it
- *		the first time for each key; false until an answer is known, and
+ *		Is the sender of WAL receiver connection "key" the primary?  False
+ *		until the question worker has found out (this call asks it to), and
  *		without preload.  When true, *since is when the answer came: the
  *		sender was a primary then, and stays one, so the messages it sent
  *		from then on tell how fresh the primary's data is; *unflushed_us is
@@ -255,67 +131,182 @@ bool
 rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,
 					   int64 *unflushed_us)
 {
-	WalRcvData *walrcv = WalRcv;
-	RgUpstreamState state;
-	TimestampTz now = GetCurrentTimestamp();
-	char		host[NI_MAXHOST];
-	int			port;
-	bool		ask;
-	bool		log_failure;
+	Latch	   *worker = NULL;
+	bool		primary;
 
 	if (rg_upstream == NULL)
 		return false;
 
 	SpinLockAcquire(&rg_upstream->mutex);
-	if (!rg_upstream_same_key(&rg_upstream->key, key))
+	if (!rg_upstream_same_key(&rg_upstream->key, key) ||
+		(rg_upstream->state == RG_UPSTREAM_UNKNOWN &&
+		 GetCurrentTimestamp() >= rg_upstream->retry_after))
 	{
-		rg_upstream->key = *key;
-		rg_upstream->state = RG_UPSTREAM_UNKNOWN;
-		rg_upstream->retry_after = 0;
-		rg_upstream->failed_once = false;
+		if (!rg_upstream->wanted)
+			worker = rg_upstream->worker_latch;
+		rg_upstream->wanted = true;
+		primary = false;
 	}
-	state = rg_upstream->state;
-	*since = rg_upstream->answered_at;
-	*unflushed_us = rg_upstream->unflushed_us;
-	log_failure = !rg_upstream->failed_once;
-	ask = (state == RG_UPSTREAM_UNKNOWN && now >= rg_upstream->retry_after);
-	if (ask)
-		rg_upstream->state = RG_UPSTREAM_ASKING;
+	else
+	{
+		primary = (rg_upstream->state == RG_UPSTREAM_PRIMARY);
+		*since = rg_upstream->answered_at;
+		*unflushed_us = rg_upstream->unflushed_us;
+	}
 	SpinLockRelease(&rg_upstream->mutex);
+	if (worker != NULL)
+		SetLatch(worker);
+	return primary;
+}
 
-	if (!ask)
-		return state == RG_UPSTREAM_PRIMARY;
+/* The question worker starts (its latch) or leaves (NULL). */
+void
+rg_upstream_attach(Latch *worker)
+{
+	SpinLockAcquire(&rg_upstream->mutex);
+	rg_upstream->worker_latch = worker;
+	SpinLockRelease(&rg_upstream->mutex);
+}
 
-	/* where the WAL receiver is connected, if still the same connection */
+/*
+ * rg_upstream_forget
+ *		In the question worker: the settings that lead to the primary
+ *		changed, so the answer may too; ask again when wanted.
+ */
+void
+rg_upstream_forget(void)
+{
+	SpinLockAcquire(&rg_upstream->mutex);
+	rg_upstream->state = RG_UPSTREAM_UNKNOWN;
+	rg_upstream->retry_after = 0;
+	SpinLockRelease(&rg_upstream->mutex);
+}
+
+/*
+ * rg_upstream_wanted
+ *		In the question worker: has a backend found no answer for the WAL
+ *		receiver's connection?  Then *key is that connection, now.
+ */
+bool
+rg_upstream_wanted(RgUpstreamKey *key)
+{
+	WalRcvData *walrcv = WalRcv;
+	bool		wanted;
+
+	SpinLockAcquire(&rg_upstream->mutex);
+	wanted = rg_upstream->wanted;
+	rg_upstream->wanted = false;
+	SpinLockRelease(&rg_upstream->mutex);
+	if (!wanted)
+		return false;
+
 	SpinLockAcquire(&walrcv->mutex);
-	strlcpy(host, walrcv->ready_to_display ? walrcv->sender_host : "", sizeof(host));
-	port = walrcv->sender_port;
+	key->pid = walrcv->pid;
+	key->started = walrcv->startTime;
+	key->tli = walrcv->receiveStartTLI;
 	SpinLockRelease(&walrcv->mutex);
+	return true;
+}
 
-	state = RG_UPSTREAM_UNKNOWN;
-	if (host[0] != '\0')
+/*
+ * rg_upstream_receiver_name
+ *		The application_name the WAL receiver connects with (a literal for
+ *		conn): primary_conninfo's, else PGAPPNAME, else cluster_name or
+ *		"walreceiver" (libpqwalreceiver's fallback), cut as the server cuts
+ *		it.
+ */
+static char *
+rg_upstream_receiver_name(PGconn *conn)
+{
+	RgRemoteOptions options = {0};
+	const char *name = NULL;
+	char		cut[NAMEDATALEN];
+	char	   *literal;
+	char	   *result;
+
+	if (rg_remote_add_conninfo(&options, PrimaryConnInfo))
+		name = rg_remote_get(&options, "application_name");
+	if (name == NULL)
+		name = getenv("PGAPPNAME");
+	if (name == NULL || name[0] == '\0')
+		name = (cluster_name != NULL && cluster_name[0] != '\0') ?
+			cluster_name : "walreceiver";
+	strlcpy(cut, name, sizeof(cut));
+	literal = PQescapeLiteral(conn, cut, strlen(cut));
+	if (literal == NULL)
+		return NULL;
+	result = pstrdup(literal);
+	PQfreemem(literal);
+	return result;
+}
+
+/*
+ * rg_upstream_check
+ *		In the question worker: find out whether the sender of WAL receiver
+ *		connection "key" is the server on "conn", a primary of this cluster,
+ *		and publish the answer.  conn is NULL when that server could not be
+ *		reached or is not one: "in_recovery" says it is a standby (so the
+ *		sender is not the primary either), else the question failed.  False
+ *		if the query failed: the connection is then unusable.  Failures are
+ *		logged once per WAL receiver connection.
+ */
+bool
+rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
+				  TimestampTz deadline, uint32 wait_event)
+{
+	static RgUpstreamKey logged;
+	RgUpstreamState state = in_recovery ? RG_UPSTREAM_STANDBY : RG_UPSTREAM_UNKNOWN;
+	int			level = rg_upstream_same_key(&logged, key) ? DEBUG1 : LOG;
+	int64		unflushed_us = 0;
+	PGresult   *res = NULL;
+	char	   *name = NULL;
+	TimestampTz now;
+	int			delay_ms;
+	bool		ok = true;
+
+	if (conn != NULL && (name = rg_upstream_receiver_name(conn)) != NULL)
+		res = rg_remote_query(conn, psprintf(RG_UPSTREAM_SQL, name), deadline,
+							  wait_event);
+	if (conn != NULL && (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK ||
+						 PQnfields(res) != 2))
 	{
-		PG_ENSURE_ERROR_CLEANUP(rg_upstream_abandon, PointerGetDatum(key));
-		{
-			state = rg_upstream_ask(host, port, log_failure, unflushed_us);
-		}
-		PG_END_ENSURE_ERROR_CLEANUP(rg_upstream_abandon, PointerGetDatum(key));
+		ok = false;
+		ereport(level,
+				(errmsg("replica_gate could not ask the primary whether this standby streams from it: %s",
+						res != NULL ? pchomp(PQresultErrorMessage(res)) :
+						PQstatus(conn) == CONNECTION_BAD ? pchomp(PQerrorMessage(conn)) :
+						"timed out"),
+				 errdetail("Staleness is unknown until the question succeeds.")));
 	}
+	else if (res == NULL)
+		;						/* no server to ask: the caller logged why */
+	else if (PQntuples(res) == 0)
+		state = RG_UPSTREAM_STANDBY;	/* in recovery since it connected */
+	else if (strcmp(PQgetvalue(res, 0, 1), "t") != 0)
+	{
+		state = RG_UPSTREAM_STANDBY;
+		ereport(level,
+				(errmsg("replica_gate finds no WAL sender streaming to this standby on the primary"),
+				 errdetail("This standby streams from another server: its staleness is unknown."),
+				 errhint("The primary must show a WAL sender named %s connected from the address the question's connection comes from, to the role the question connects as.",
+						 name)));
+	}
+	else if (parse_int(PQgetvalue(res, 0, 0), &delay_ms, GUC_UNIT_MS, NULL))
+	{
+		state = RG_UPSTREAM_PRIMARY;
+		unflushed_us = 3 * (int64) delay_ms * 1000;
+	}
+	PQclear(res);
+	if (level == LOG && state != RG_UPSTREAM_PRIMARY && conn != NULL)
+		logged = *key;
 
 	now = GetCurrentTimestamp();
 	SpinLockAcquire(&rg_upstream->mutex);
-	if (rg_upstream_same_key(&rg_upstream->key, key))
-	{
-		rg_upstream->state = state;
-		rg_upstream->answered_at = now;
-		rg_upstream->unflushed_us = *unflushed_us;
-		if (state == RG_UPSTREAM_UNKNOWN)
-		{
-			rg_upstream->retry_after = TimestampTzPlusMilliseconds(now, RG_UPSTREAM_RETRY_MS);
-			rg_upstream->failed_once |= (host[0] != '\0');
-		}
-	}
+	rg_upstream->key = *key;
+	rg_upstream->state = state;
+	rg_upstream->answered_at = now;
+	rg_upstream->unflushed_us = unflushed_us;
+	rg_upstream->retry_after = TimestampTzPlusMilliseconds(now, RG_UPSTREAM_RETRY_MS);
 	SpinLockRelease(&rg_upstream->mutex);
-	*since = now;
-	return state == RG_UPSTREAM_PRIMARY;
+	return ok;
 }

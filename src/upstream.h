@@ -9,7 +9,9 @@
 #define RG_UPSTREAM_H
 
 #include "datatype/timestamp.h"
+#include "libpq-fe.h"
 #include "pgtime.h"
+#include "storage/latch.h"
 
 #include "replica_gate.h"
 
@@ -25,5 +27,13 @@ extern Size rg_upstream_shmem_size(void);
 extern void rg_upstream_shmem_init(void);
 extern bool rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,
 								   int64 *unflushed_us);
+
+/* For the question worker, which finds the answer */
+extern void rg_upstream_attach(Latch *worker);
+extern void rg_upstream_forget(void);
+extern bool rg_upstream_wanted(RgUpstreamKey *key);
+extern bool rg_upstream_check(PGconn *conn, bool in_recovery,
+							  const RgUpstreamKey *key, TimestampTz deadline,
+							  uint32 wait_event);
 
 #endif							/* RG_UPSTREAM_H */
