@@ -37,6 +37,8 @@ CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
 INSERT INTO parted SELECT 1 FROM generate_series(1, 10);
 CREATE ROLE reader LOGIN;
 GRANT SELECT ON counter, parted TO reader;
+SELECT lo_from_bytea(4242, 'x');
+GRANT SELECT ON LARGE OBJECT 4242 TO reader;
 ALTER ROLE reader SET replica_gate.consistency = 'strong';
 ALTER ROLE reader SET replica_gate.default_timeout = '3s';
 });
@@ -164,6 +166,20 @@ rg_pause_replay($standby);
 	"\\set VERBOSITY verbose\nSET default_transaction_isolation = 'repeatable read'; SELECT v FROM counter");
 like($err, qr/25001: this REPEATABLE READ or SERIALIZABLE transaction was not gated before its snapshot/,
 	'an implicit REPEATABLE READ transaction is refused (25001), never run ungated');
+
+# --- a fast-path call (PQfn: the large-object API) cannot be gated: refused ----
+my $bin = PostgreSQL::Test::Utils::tempdir;
+my $pg_config = $ENV{PG_CONFIG} // 'pg_config';
+my ($incdir, $libdir) = (`$pg_config --includedir`, `$pg_config --libdir`);
+chomp($incdir, $libdir);
+system('cc', '-Wall', '-Werror', '-o', "$bin/rg_fastpath",
+	"$FindBin::RealBin/../clients/rg_fastpath.c", "-I$incdir", "-L$libdir", '-lpq') == 0
+  or BAIL_OUT('cannot build the fast-path client');
+like(`$bin/rg_fastpath "$reader" 4242`,
+	qr/^refused: ERROR:  replica_gate cannot gate a fast-path function call/,
+	'a fast-path call in the session mode is refused, never run ungated');
+is(`$bin/rg_fastpath "@{[ $standby->connstr('postgres') . ' user=reader options=-creplica_gate.consistency=eventual' ]}" 4242`,
+	"opened\n", 'the same call in eventual mode runs');
 
 # --- read_after: a session token floor ------------------------------------------
 rg_pause_replay($standby);

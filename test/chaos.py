@@ -1,0 +1,592 @@
+#!/usr/bin/env python3
+"""replica_gate under random faults: a workload, a nemesis and a checker.
+
+A primary, two standbys that stream from it and a cascading standby behind
+the first, on local sockets.  Two writers on the primary insert rows
+(writer, seq) and keep each write's token, the second with
+synchronous_commit = off; readers on every standby gate reads in
+every form: on a token (SET replica_gate.require_lsn, require_lsn(),
+wait_for_lsn(), caught_up()), strong (the session mode), and on a staleness
+bound (require_fresh).  Each read records when it began and ended, the
+gate's outcome and what it saw.  A nemesis, driven by the seed, injects at
+random moments: kill -9 of the primary, then the promotion of the standby
+that received the most, the other nodes pointed at it and the old primary
+rewound (pg_rewind) to follow it; the primary frozen (SIGSTOP/SIGCONT of
+all its processes); a WAL receiver terminated; replay paused and resumed;
+a standby restarted; the replay watcher terminated (13 to 18).
+
+The checker reads the whole history; a violation is
+  missed     a gate on a token passed and the read lacked that write, which
+             was not lost;
+  lost       a gate on a token passed after the failover that lost its write
+             (acknowledged, absent from the final primary);
+  survived   a gate refused with RG002 (lost in a failover) a write that
+             survived;
+  strong     a strong read missed a write acknowledged before it began,
+             unless that write was lost;
+  fresh      require_fresh('1s') passed, and the read lacked a write
+             acknowledged more than 1 s (plus FRESH_SLACK) before it began,
+             which was not lost (the bound covers what was visible on the
+             primary 1 s before the check, and a COMMIT returns after its
+             write became visible);
+  overrun    a gate took longer than its timeout plus SLACK;
+  crash      a server log says "terminated by signal" (the nemesis kills
+             only postmasters, which log nothing);
+  waiters    replica_gate.waiters() not back to 0 on a node at the end.
+It prints a one-screen summary, writes history.jsonl (the reads),
+writes.jsonl (the acknowledged writes, lost or not), faults.jsonl, the
+servers' logs and timeline.svg to --out, and exits 1 on any violation.
+
+Usage (as the postgres user, with replica_gate installed in the server
+whose pg_config is PG_CONFIG or on PATH): test/chaos.py --seconds N --seed S
+--out DIR.  bash test/chaos does that from root.
+"""
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter, defaultdict
+
+import psycopg
+
+TIMEOUT_MS = 1000       # every gate's timeout
+SLACK_MS = 1000         # what a gate may take beyond it on a loaded machine
+FRESH = 1.0             # require_fresh's limit, s
+FRESH_SLACK = 0.1       # clock readings around a fresh read, s
+FORMS = ["set", "require", "wait", "caught_up", "strong", "fresh"]
+FAULTS = ["failover", "freeze", "receiver", "pause", "restart", "watcher"]
+
+
+def log(msg):
+    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+
+
+class Node:
+    """One server: its data folder, port, role and upstream."""
+
+    def __init__(self, cluster, name, port):
+        self.cluster, self.name, self.port = cluster, name, port
+        self.data = os.path.join(cluster.base, name)
+        self.logfile = os.path.join(cluster.base, name + ".log")
+        self.upstream = None        # None: the primary
+
+    def dsn(self, **opts):
+        extra = "".join(f" {k}={v}" for k, v in opts.items())
+        return f"host={self.cluster.sockets} port={self.port} dbname=postgres{extra}"
+
+    def ctl(self, *args, check=True):
+        return subprocess.run([self.cluster.bin("pg_ctl"), "-D", self.data, "-l",
+                               self.logfile, "-w", *args], check=check,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def sql(self, query, timeout=10):
+        with psycopg.connect(self.dsn(connect_timeout=timeout), autocommit=True) as c:
+            cur = c.execute(query)
+            return cur.fetchall() if cur.description else None
+
+    def postmaster(self):
+        try:
+            with open(os.path.join(self.data, "postmaster.pid")) as f:
+                return int(f.readline())
+        except (OSError, ValueError):
+            return None
+
+    def processes(self):
+        """The postmaster and its children."""
+        pm = self.postmaster()
+        if pm is None:
+            return []
+        pids = [pm]
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    with open(f"/proc/{entry}/stat") as f:
+                        if int(f.read().rsplit(")", 1)[1].split()[1]) == pm:
+                            pids.append(int(entry))
+                except (OSError, IndexError, ValueError):
+                    pass
+        return pids
+
+    def configure(self, primary_conninfo, standby=True):
+        """Point this node at its upstream (postgresql.auto.conf is ours)."""
+        with open(os.path.join(self.data, "postgresql.auto.conf"), "w") as f:
+            if primary_conninfo:
+                f.write(f"primary_conninfo = '{primary_conninfo}'\n")
+            cascade = self.upstream is not None and self.upstream is not self.cluster.primary
+            if cascade:
+                f.write(f"replica_gate.primary_conninfo = 'port={self.cluster.primary.port}'\n")
+        if standby:
+            open(os.path.join(self.data, "standby.signal"), "w").close()
+
+
+class Cluster:
+    """The servers and the topology, which the nemesis changes."""
+
+    def __init__(self, pg_config, base):
+        self.bindir = subprocess.check_output([pg_config, "--bindir"], text=True).strip()
+        self.base = base
+        self.sockets = base
+        self.lock = threading.Lock()
+        self.nodes = {}
+        self.primary = None
+
+    def bin(self, name):
+        return os.path.join(self.bindir, name)
+
+    def conninfo(self, upstream, name):
+        return f"host={self.sockets} port={upstream.port} application_name={name}"
+
+    def start(self, ports):
+        a = Node(self, "a", ports[0])
+        subprocess.run([self.bin("initdb"), "-A", "trust", "-N", "-D", a.data],
+                       check=True, stdout=subprocess.DEVNULL)
+        with open(os.path.join(a.data, "postgresql.conf"), "a") as f:
+            f.write(f"""
+listen_addresses = ''
+unix_socket_directories = '{self.sockets}'
+shared_preload_libraries = 'replica_gate'
+wal_level = replica
+max_wal_senders = 10
+wal_log_hints = on
+wal_keep_size = '1GB'
+hot_standby = on
+max_connections = 60
+wal_receiver_timeout = '1s'
+wal_receiver_status_interval = '1s'
+wal_retrieve_retry_interval = '100ms'
+log_line_prefix = '%m [%p] '
+fsync = off
+""")
+        self.add(a, None)
+        a.ctl("start", "-o", f"-p {a.port} --cluster-name=a")
+        self.primary = a
+        a.sql("CREATE EXTENSION replica_gate")
+        a.sql("CREATE TABLE h (writer int, seq int, PRIMARY KEY (writer, seq))")
+        b = self.clone("b", ports[1], a)
+        self.clone("c", ports[2], a)
+        self.clone("d", ports[3], b)
+        for n in self.nodes.values():
+            if n is not a:
+                wait_until(lambda n=n: n.sql("SELECT count(*) FROM h")[0][0] == 0, 30,
+                           f"{n.name} does not serve reads")
+
+    def add(self, node, upstream):
+        node.upstream = upstream
+        self.nodes[node.name] = node
+
+    def clone(self, name, port, upstream):
+        n = Node(self, name, port)
+        subprocess.run([self.bin("pg_basebackup"), "-D", n.data, "-X", "stream", "-c", "fast",
+                        "-d", upstream.dsn()], check=True, stdout=subprocess.DEVNULL)
+        self.add(n, upstream)
+        n.configure(self.conninfo(upstream, name))
+        n.ctl("start", "-o", f"-p {port} --cluster-name={name}")
+        return n
+
+    def standbys(self):
+        return [n for n in self.nodes.values() if n is not self.primary]
+
+
+def wait_until(check, seconds, what):
+    end = time.time() + seconds
+    while time.time() < end:
+        try:
+            if check():
+                return
+        except psycopg.Error:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(what)
+
+
+class Nemesis(threading.Thread):
+    """Injects the seed's schedule of faults."""
+
+    def __init__(self, cluster, seed, seconds, faults):
+        super().__init__(daemon=True)
+        self.cluster, self.faults, self.stop = cluster, faults, threading.Event()
+        rng = random.Random(seed)
+        t, self.schedule = 3.0, []
+        while t < seconds - 5:
+            # failovers are rarer: each takes seconds and ends a timeline
+            kind = rng.choices(FAULTS, weights=[1, 2, 2, 2, 2, 2])[0]
+            self.schedule.append((t, kind, rng.random(), rng.uniform(1.0, 3.5)))
+            t += rng.uniform(2.0, 6.0) + (6.0 if kind == "failover" else 0)
+        self.killed = None
+
+    def run(self):
+        start = time.time()
+        for at, kind, pick, length in self.schedule:
+            while time.time() - start < at:
+                if self.stop.wait(0.05):
+                    return
+            t0 = self.killed = time.time()
+            try:
+                what = getattr(self, "do_" + kind)(pick, length)
+                outcome = "done"
+            except Exception as e:      # noqa: BLE001 - a fault that failed is recorded
+                what, outcome = "", f"failed: {e}"
+            # a failover's "killed": when the primary died (writes
+            # acknowledged before may be lost)
+            self.faults.append({"t0": t0, "t1": time.time(), "kind": kind, "what": what,
+                                "outcome": outcome, "killed": self.killed})
+            log(f"fault {kind} {what} {outcome} ({time.time() - t0:.1f} s)")
+
+    def standby(self, pick):
+        s = sorted(self.cluster.standbys(), key=lambda n: n.name)
+        return s[int(pick * len(s))]
+
+    def do_failover(self, pick, length):
+        c = self.cluster
+        old = c.primary
+        children = old.processes()
+        os.kill(children[0], signal.SIGKILL)
+        self.killed = time.time()
+        wait_until(lambda: not any(os.path.exists(f"/proc/{p}") for p in children), 30,
+                   "the killed primary's processes do not exit")
+        direct = [n for n in c.nodes.values() if n.upstream is old]
+        received = {n.name: n.sql("SELECT pg_last_wal_receive_lsn() - '0/0'")[0][0] or 0
+                    for n in direct}
+        new = max(direct, key=lambda n: (received[n.name], n.name))
+        with c.lock:
+            new.ctl("promote")
+            wait_until(lambda: not new.sql("SELECT pg_is_in_recovery()")[0][0], 30,
+                       "no promotion")
+            c.primary, new.upstream = new, None
+            for n in c.nodes.values():
+                if n is old or n is new:
+                    continue
+                if n.upstream is old:
+                    n.upstream = new
+                n.configure(c.conninfo(n.upstream, n.name))
+                n.sql("SELECT pg_reload_conf()")
+        # the old primary follows, rewound (after its crash recovery); the
+        # new primary's control file names its timeline after a checkpoint
+        new.sql("CHECKPOINT")
+        rewind = subprocess.run([c.bin("pg_rewind"), "-D", old.data, "--source-server",
+                                 new.dsn()], capture_output=True, text=True)
+        if rewind.returncode != 0:
+            raise RuntimeError("pg_rewind: " + rewind.stderr.strip().splitlines()[-1])
+        old.upstream = new
+        old.configure(c.conninfo(new, old.name))
+        old.ctl("start", "-o", f"-p {old.port} --cluster-name={old.name}")
+        return f"{old.name} killed, {new.name} promoted"
+
+    def do_freeze(self, pick, length):
+        pids = self.cluster.primary.processes()
+        for p in pids:
+            os.kill(p, signal.SIGSTOP)
+        time.sleep(length)
+        for p in pids:
+            os.kill(p, signal.SIGCONT)
+        return f"{self.cluster.primary.name} for {length:.1f} s"
+
+    def terminate(self, node, backend_type):
+        return node.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                        f" WHERE backend_type = '{backend_type}'")[0][0]
+
+    def do_receiver(self, pick, length):
+        n = self.standby(pick)
+        return f"{n.name}: {self.terminate(n, 'walreceiver')}"
+
+    def do_pause(self, pick, length):
+        n = self.standby(pick)
+        n.sql("SELECT pg_wal_replay_pause()")
+        time.sleep(length)
+        n.sql("SELECT pg_wal_replay_resume()")
+        return f"{n.name} for {length:.1f} s"
+
+    def do_restart(self, pick, length):
+        n = self.standby(pick)
+        n.ctl("restart", "-m", "fast", "-o", f"-p {n.port} --cluster-name={n.name}")
+        return n.name
+
+    def do_watcher(self, pick, length):
+        n = self.standby(pick)
+        return f"{n.name}: {self.terminate(n, 'replica_gate replay watcher')}"
+
+
+class Writer(threading.Thread):
+    """Inserts (writer, seq) on the primary and keeps each write's token."""
+
+    def __init__(self, cluster, wid, acks, stop):
+        super().__init__(daemon=True)
+        self.cluster, self.wid, self.acks, self.stop = cluster, wid, acks, stop
+
+    def run(self):
+        seq, conn = 0, None
+        while not self.stop.is_set():
+            try:
+                if conn is None:
+                    conn = psycopg.connect(self.cluster.primary.dsn(connect_timeout=2),
+                                           autocommit=True)
+                    if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+                        raise psycopg.OperationalError("not the primary")
+                    if self.wid == 2:
+                        # its COMMIT returns before the WAL is flushed, and
+                        # so before it is sent: kill -9 loses the last ones
+                        conn.execute("SET synchronous_commit = off")
+                seq += 1
+                conn.execute(f"INSERT INTO h VALUES ({self.wid}, {seq})")
+                acked = time.time()
+                token = conn.execute("SELECT replica_gate.last_commit_token()").fetchone()[0]
+                self.acks.append({"t": acked, "writer": self.wid, "seq": seq, "token": token})
+            except psycopg.Error:
+                if conn is not None:
+                    conn.close()
+                conn = None
+                time.sleep(0.1)
+            time.sleep(0.01)
+
+
+class Reader(threading.Thread):
+    """Gates reads on one node, in every form, and records each."""
+
+    def __init__(self, node, rng, acks, history, faults, stop):
+        super().__init__(daemon=True)
+        self.node, self.rng, self.acks, self.faults = node, rng, acks, faults
+        self.history, self.stop = history, stop
+
+    def pick(self):
+        """A write to gate on: mostly a recent one, sometimes an older one,
+        and sometimes one of the last 100 before the latest failover (where
+        the lost writes are)."""
+        r = self.rng.random()
+        failovers = [f["killed"] for f in self.faults if f["kind"] == "failover"]
+        if r < 0.2 and failovers:
+            before = [a for a in self.acks[-20000:] if a["t"] < failovers[-1]][-100:]
+            if before:
+                return self.rng.choice(before)
+        if r < 0.4:
+            return self.rng.choice(self.acks[-2000:])
+        return self.rng.choice(self.acks[-50:])
+
+    def read(self, conn, form, target):
+        """Gate a read in "form" (on write "target" for the token forms);
+        returns (outcome, what the read saw)."""
+        q = conn.execute
+        if target is not None:
+            tok, row = target["token"], (target["writer"], target["seq"])
+            read = f"SELECT count(*) FROM h WHERE writer = {row[0]} AND seq = {row[1]}"
+            if form == "set":
+                q(f"SET replica_gate.require_lsn = '{tok}'")
+            elif form == "require":
+                q(f"SELECT replica_gate.require_lsn('{tok}', {TIMEOUT_MS})")
+            else:
+                call = (f"wait_for_lsn('{tok}', {TIMEOUT_MS})" if form == "wait"
+                        else f"caught_up('{tok}')")
+                if not q(f"SELECT replica_gate.{call}").fetchone()[0]:
+                    return "false", None
+            return "pass", q(read).fetchone()[0]
+        read = "SELECT writer, max(seq) FROM h GROUP BY writer"
+        if form == "strong":
+            q("SET replica_gate.consistency = 'strong'")
+            try:
+                return "pass", dict(q(read).fetchall())
+            finally:
+                q("SET replica_gate.consistency = 'eventual'")
+        q(f"SELECT replica_gate.require_fresh('{FRESH}s', {TIMEOUT_MS})")
+        return "pass", dict(q(read).fetchall())
+
+    def run(self):
+        conn = None
+        while not self.stop.is_set():
+            form = self.rng.choice(FORMS)
+            entry = {"node": self.node.name, "form": form}
+            target = None
+            if form in ("set", "require", "wait", "caught_up"):
+                if not self.acks:
+                    time.sleep(0.01)
+                    continue
+                target = entry["target"] = self.pick()
+            try:
+                if conn is None:
+                    conn = psycopg.connect(self.node.dsn(connect_timeout=2), autocommit=True)
+                    conn.execute(f"SET replica_gate.default_timeout = {TIMEOUT_MS}")
+                entry["t0"] = time.time()
+                entry["outcome"], saw = self.read(conn, form, target)
+                entry["saw"] = {str(k): v for k, v in saw.items()} if isinstance(saw, dict) else saw
+            except psycopg.Error as e:
+                entry["outcome"] = e.sqlstate or "connection"
+                entry["error"] = str(e).split("\n")[0][:160]
+                if entry["outcome"] == "connection" or e.sqlstate.startswith("57") \
+                        or e.sqlstate.startswith("08"):
+                    conn = None
+                elif conn is not None and conn.info.transaction_status != 0:
+                    conn.execute("ROLLBACK")
+            entry["t1"] = time.time()
+            if "t0" in entry:
+                self.history.append(entry)
+            time.sleep(0.005)
+
+
+def check(history, acks, final, faults, logs, waiters):
+    """The violations in a history, each with the lines that show it."""
+    violations = []
+    lost = {(a["writer"], a["seq"]) for a in acks} - final
+    failovers = sorted(f["killed"] for f in faults if f["kind"] == "failover")
+    by_writer = defaultdict(list)
+    for a in acks:
+        by_writer[a["writer"]].append(a)
+
+    def lost_by(a):
+        """When the failover that lost write a began."""
+        return next((t for t in failovers if t > a["t"]), None)
+
+    def acked_before(t, w):
+        """The highest surviving seq of writer w acknowledged before t."""
+        return max((a["seq"] for a in by_writer[w]
+                    if a["t"] < t and (a["writer"], a["seq"]) not in lost), default=0)
+
+    for h in history:
+        out, tgt = h["outcome"], h.get("target")
+        if out in ("RG001", "false", "pass") and \
+                (h["t1"] - h["t0"]) * 1000 > TIMEOUT_MS + SLACK_MS:
+            violations.append(("overrun", h))
+        if tgt is not None:
+            key = (tgt["writer"], tgt["seq"])
+            if out == "pass" and key not in lost and h["saw"] != 1:
+                violations.append(("missed", h))
+            if out == "pass" and key in lost and lost_by(tgt) is not None \
+                    and h["t0"] > lost_by(tgt):
+                violations.append(("lost", h))
+            if out == "RG002" and key not in lost:
+                violations.append(("survived", h))
+        elif out == "pass":
+            limit = 0 if h["form"] == "strong" else FRESH + FRESH_SLACK
+            for w in by_writer:
+                need = acked_before(h["t0"] - limit, w)
+                if h["saw"].get(str(w), 0) < need:
+                    violations.append(("strong" if h["form"] == "strong" else "fresh",
+                                       dict(h, expected={str(w): need})))
+                    break
+    for line in logs:
+        violations.append(("crash", {"log": line}))
+    for name, n in waiters.items():
+        if n != 0:
+            violations.append(("waiters", {"node": name, "waiters": n}))
+    return violations, lost
+
+
+def svg(path, start, history, faults, seconds):
+    """Faults against gate outcomes and latency, as an SVG timeline."""
+    w, h, top = 1000, 360, 40
+    colour = {"pass": "#2a2", "false": "#e90", "RG001": "#e90", "RG002": "#c0c",
+              "RG003": "#c0c"}
+    x = lambda t: 50 + (t - start) / seconds * (w - 60)          # noqa: E731
+    y = lambda ms: h - 20 - min(ms, 3000) / 3000 * (h - top - 20)  # noqa: E731
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" '
+           'font-family="sans-serif" font-size="10">',
+           f'<text x="50" y="12">faults (top), gate latency in ms (0-3000, up) over '
+           f'{seconds:.0f} s; green pass, orange refused or timed out, violet RG002/RG003, '
+           'grey other</text>']
+    for f in faults:
+        out.append(f'<rect x="{x(f["t0"]):.1f}" y="18" width="{max(x(f["t1"]) - x(f["t0"]), 2):.1f}" '
+                   f'height="12" fill="#888"><title>{f["kind"]} {f["what"]}</title></rect>'
+                   f'<text x="{x(f["t0"]):.1f}" y="40">{f["kind"]}</text>')
+    for e in history:
+        ms = (e["t1"] - e["t0"]) * 1000
+        out.append(f'<circle cx="{x(e["t0"]):.1f}" cy="{y(ms):.1f}" r="1.5" '
+                   f'fill="{colour.get(e["outcome"], "#999")}"/>')
+    for ms in (0, 1000, 2000, 3000):
+        out.append(f'<text x="5" y="{y(ms):.1f}">{ms}</text>')
+    out.append("</svg>")
+    with open(path, "w") as f:
+        f.write("\n".join(out))
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--out", default=None)
+    ap.add_argument("--ports", default="54311")
+    args = ap.parse_args()
+    seed = args.seed if args.seed is not None else random.randrange(1 << 30)
+    out = args.out or tempfile.mkdtemp(prefix="replica_gate_chaos.")
+    os.makedirs(out, exist_ok=True)
+    base = tempfile.mkdtemp(prefix="rg_chaos.")
+    first = int(args.ports)
+    cluster = Cluster(os.environ.get("PG_CONFIG", "pg_config"), base)
+    log(f"seed {seed}, {args.seconds:.0f} s, servers in {base}, results in {out}")
+    acks, history, faults = [], [], []
+    try:
+        cluster.start([first + i for i in range(4)])
+        stop = threading.Event()
+        nemesis = Nemesis(cluster, seed, args.seconds, faults)
+        rng = random.Random(seed + 1)
+        threads = [Writer(cluster, w, acks, stop) for w in (1, 2)]
+        threads += [Reader(n, random.Random(rng.random()), acks, history, faults, stop)
+                    for n in cluster.standbys() for _ in range(2)]
+        start = time.time()
+        for t in threads:
+            t.start()
+        nemesis.start()
+        time.sleep(args.seconds)
+        nemesis.stop.set()
+        nemesis.join()
+        stop.set()
+        for t in threads:
+            t.join(timeout=30)
+
+        # the end: every node up and caught up, then the final history
+        for n in cluster.nodes.values():
+            if n.postmaster() is None or n.ctl("status", check=False).returncode != 0:
+                n.ctl("start", "-o", f"-p {n.port} --cluster-name={n.name}")
+        end_lsn = cluster.primary.sql("SELECT pg_current_wal_insert_lsn()")[0][0]
+        for n in cluster.standbys():
+            wait_until(lambda n=n: n.sql(f"SELECT pg_last_wal_replay_lsn() >= '{end_lsn}'")[0][0],
+                       60, f"{n.name} does not catch up")
+        final = {tuple(r) for r in cluster.primary.sql("SELECT writer, seq FROM h")}
+        waiters = {n.name: n.sql("SELECT replica_gate.waiters()")[0][0]
+                   for n in cluster.nodes.values()}
+    finally:
+        crash = []
+        for n in cluster.nodes.values():
+            n.ctl("stop", "-m", "fast", check=False)
+            with open(n.logfile, errors="replace") as f:
+                crash += [f"{n.name}: {line.strip()}" for line in f
+                          if "terminated by signal" in line]
+            shutil.copy(n.logfile, out)
+
+    violations, lost = check(history, acks, final, faults, crash, waiters)
+    with open(os.path.join(out, "history.jsonl"), "w") as f:
+        for e in sorted(history, key=lambda e: e["t0"]):
+            f.write(json.dumps(e) + "\n")
+    with open(os.path.join(out, "writes.jsonl"), "w") as f:
+        for a in acks:
+            f.write(json.dumps(dict(a, lost=(a["writer"], a["seq"]) in lost)) + "\n")
+    with open(os.path.join(out, "faults.jsonl"), "w") as f:
+        for e in faults:
+            f.write(json.dumps(e) + "\n")
+    svg(os.path.join(out, "timeline.svg"), start, history, faults, args.seconds)
+
+    ops = Counter((e["form"], e["outcome"]) for e in history)
+    print(f"\n== replica_gate chaos: seed {seed}, {args.seconds:.0f} s, "
+          f"{len(acks)} writes acknowledged, {len(lost)} lost in failovers")
+    print("operations (form: outcome count):")
+    for form in FORMS:
+        print(f"  {form:10s} " + ", ".join(f"{o} {c}" for (fm, o), c in sorted(ops.items())
+                                          if fm == form))
+    print("faults: " + ", ".join(f"{k} {c}" for k, c in Counter(
+        f["kind"] + ("" if f["outcome"] == "done" else " (failed)") for f in faults).items()))
+    kinds = Counter(k for k, _ in violations)
+    print(f"violations: {len(violations)}" +
+          ("" if not violations else " (" + ", ".join(f"{k} {c}" for k, c in kinds.items()) + ")"))
+    for kind, line in violations[:10]:
+        print(f"  {kind}: {json.dumps(line)}")
+    print(f"history, writes, faults, server logs and timeline.svg in {out}; "
+          f"reproduce with --seed {seed}")
+    shutil.rmtree(base, ignore_errors=True)
+    sys.exit(1 if violations else 0)
+
+
+if __name__ == "__main__":
+    main()
