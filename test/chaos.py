@@ -42,6 +42,7 @@ whose pg_config is PG_CONFIG or on PATH): test/chaos.py --seconds N --seed S
 --out DIR.  bash test/chaos does that from root.
 """
 import argparse
+import bisect
 import json
 import os
 import random
@@ -440,10 +441,23 @@ def check(history, acks, final, faults, logs, waiters):
         """When the failover that lost write a began."""
         return next((t for t in failovers if t > a["t"]), None)
 
+    # per writer: the times of its surviving acknowledgements, in order, and
+    # the highest seq acknowledged up to each
+    survived = {}
+    for w, ws in by_writer.items():
+        ws = sorted((a["t"], a["seq"]) for a in ws if (w, a["seq"]) not in lost)
+        times, highest, top = [], [], 0
+        for t, seq in ws:
+            top = max(top, seq)
+            times.append(t)
+            highest.append(top)
+        survived[w] = (times, highest)
+
     def acked_before(t, w):
         """The highest surviving seq of writer w acknowledged before t."""
-        return max((a["seq"] for a in by_writer[w]
-                    if a["t"] < t and (a["writer"], a["seq"]) not in lost), default=0)
+        times, highest = survived[w]
+        i = bisect.bisect_left(times, t)
+        return highest[i - 1] if i > 0 else 0
 
     for h in history:
         out, tgt = h["outcome"], h.get("target")

@@ -215,7 +215,7 @@ my $pgbench = IPC::Run::start(
 	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 ok( $standby->poll_query_until('postgres', 'SELECT replica_gate.waiters() = 200'),
 	'200 backends wait')
-  or diag(
+  or eval { $pgbench->pump_nb; 1 }, diag(
 	$standby->safe_psql(
 		'postgres', q{
 SELECT replica_gate.waiters(), pg_last_wal_replay_lsn(), pg_is_wal_replay_paused();
