@@ -282,13 +282,22 @@ class Nemesis(threading.Thread):
         old.ctl("start", "-o", f"-p {old.port} --cluster-name={old.name}")
         return f"{old.name} killed, {new.name} promoted"
 
+    @staticmethod
+    def signal_all(pids, sig):
+        """Send sig to each pid; a process that has exited is skipped."""
+        for p in pids:
+            try:
+                os.kill(p, sig)
+            except ProcessLookupError:
+                pass
+
     def do_freeze(self, pick, length):
         pids = self.cluster.primary.processes()
-        for p in pids:
-            os.kill(p, signal.SIGSTOP)
-        time.sleep(length)
-        for p in pids:
-            os.kill(p, signal.SIGCONT)
+        try:
+            self.signal_all(pids, signal.SIGSTOP)
+            time.sleep(length)
+        finally:
+            self.signal_all(pids, signal.SIGCONT)
         return f"{self.cluster.primary.name} for {length:.1f} s"
 
     def terminate(self, node, backend_type):
