@@ -96,6 +96,19 @@ extern PGDLLIMPORT ProtocolVersion FrontendProtocol;
 #endif
 
 /*
+ * What the query of the WAL sender streaming to this standby matches, in
+ * pg_stat_activity on the primary: its START_REPLICATION command with this
+ * start point and timeline.  WAL senders show their commands from 14 on;
+ * on 13 the query is empty and the pattern matches anything.
+ */
+#if PG_VERSION_NUM >= 140000
+#define RG_SENDER_QUERY_PATTERN(start, tli) \
+	psprintf("START_REPLICATION%% %s TIMELINE %u", (start), (tli))
+#else
+#define RG_SENDER_QUERY_PATTERN(start, tli) "%"
+#endif
+
+/*
  * Number of PGPROC slots that regular backends and background workers use.
  * Before 15, MaxBackends is not yet computed when _PG_init requests shared
  * memory, so compute it the way InitializeMaxBackends() does.

@@ -542,11 +542,12 @@ rg_question_put(TimestampTz deadline, RgTarget *answer)
 
 /*
  * rg_question_answer_upstream
- *		Find out whether the WAL receiver's sender, connection "key", is the
- *		primary (upstream.c), on the worker's connection.
+ *		Find out whether the WAL receiver's sender, connection "key"
+ *		streaming since "start", is the primary (upstream.c), on the
+ *		worker's connection.
  */
 static void
-rg_question_answer_upstream(const RgUpstreamKey *key)
+rg_question_answer_upstream(const RgUpstreamKey *key, XLogRecPtr start)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   RG_QUESTION_TIMEOUT_MS);
@@ -554,14 +555,14 @@ rg_question_answer_upstream(const RgUpstreamKey *key)
 
 	if (!rg_question_open(deadline))
 		(void) rg_upstream_check(NULL, rg_worker.why == RG_QUESTION_STANDBY,
-								 key, deadline, event);
-	else if (!rg_upstream_check(rg_worker.conn, false, key, deadline, event))
+								 key, start, deadline, event);
+	else if (!rg_upstream_check(rg_worker.conn, false, key, start, deadline, event))
 		rg_question_close();
 }
 
 /*
  * rg_question_answer
- *		Ask the primary the question numbered up to "n" and end it.  A
+ *		Ask the primary the question just marked sent and end it.  A
  *		connection that had served before and was found broken is
  *		reopened, and the question asked again, once.
  */
@@ -622,6 +623,7 @@ rg_question_main(Datum arg)
 		pid_t		receiver;
 		char	   *settings;
 		RgUpstreamKey key;
+		XLogRecPtr	start;
 		bool		upstream;
 
 		ResetLatch(MyLatch);
@@ -645,18 +647,23 @@ rg_question_main(Datum arg)
 		SpinLockRelease(&WalRcv->mutex);
 		settings = psprintf("%s\n%s", PrimaryConnInfo ? PrimaryConnInfo : "",
 							rg_primary_conninfo ? rg_primary_conninfo : "");
-		if ((receiver != 0 && receiver != rg_worker.receiver) ||
-			rg_worker.settings == NULL || strcmp(settings, rg_worker.settings) != 0)
+		if (rg_worker.settings == NULL || strcmp(settings, rg_worker.settings) != 0)
 		{
+			/* the answer about the sender may change with them too */
+			if (rg_worker.settings != NULL)
+			{
+				rg_upstream_forget();
+				pfree(rg_worker.settings);
+			}
+			rg_worker.settings = MemoryContextStrdup(TopMemoryContext, settings);
 			rg_question_close();
 			rg_worker.retry_after = 0;
-			if (rg_worker.settings != NULL && strcmp(settings, rg_worker.settings) != 0)
-				rg_upstream_forget();
-			if (receiver != 0)
-				rg_worker.receiver = receiver;
-			if (rg_worker.settings != NULL)
-				pfree(rg_worker.settings);
-			rg_worker.settings = MemoryContextStrdup(TopMemoryContext, settings);
+		}
+		if (receiver != 0 && receiver != rg_worker.receiver)
+		{
+			rg_worker.receiver = receiver;
+			rg_question_close();
+			rg_worker.retry_after = 0;
 		}
 
 		SpinLockAcquire(&rg_question->mutex);
@@ -664,10 +671,10 @@ rg_question_main(Datum arg)
 		if (n != 0)
 			rg_question->sent = n;
 		SpinLockRelease(&rg_question->mutex);
-		upstream = rg_upstream_wanted(&key);
+		upstream = rg_upstream_wanted(&key, &start);
 
 		if (upstream)
-			rg_question_answer_upstream(&key);
+			rg_question_answer_upstream(&key, start);
 		if (n != 0)
 			rg_question_answer();
 		if (n == 0 && !upstream)

@@ -16,12 +16,16 @@
  * a primary of this cluster (question.c checks that when it connects) and
  * has a WAL sender streaming to this standby: a physical WAL sender under
  * the WAL receiver's application_name, connected from the address the
- * question's own connection comes from (client_port is NULL where the
- * question's user may not see it: no match).  The server is found the way
- * the question finds it, hostaddr and replica_gate.primary_conninfo
- * included, and is never trusted for being reachable at the name the WAL
- * receiver reports (a host name resolved again, a virtual IP, a load
- * balancer or a multi-host list can lead elsewhere).  A primary also says
+ * question's own connection comes from, streaming from the start point and
+ * timeline this WAL receiver asked for (client_port and query are hidden
+ * where the question's user may not see them: no match).  Another standby
+ * matches only with the same address, name, start point and timeline (on
+ * 13, whose WAL senders show no command, the same address and name).  The
+ * server is found the way the question finds it, hostaddr and
+ * replica_gate.primary_conninfo included, and is never trusted for being
+ * reachable at the name the WAL receiver reports (a host name resolved
+ * again, a virtual IP, a load balancer or a multi-host list can lead
+ * elsewhere).  A primary also says
  * how long a commit made with synchronous_commit = off may stay unflushed
  * there, and so unsent: three times its wal_writer_delay (the WAL writer's
  * promise); staleness.c widens its bound by as much.
@@ -31,9 +35,11 @@
  * on with "not the primary" (staleness unknown, gates on it fail closed);
  * a waiting gate sees the answer at its next check.  Messages sent before
  * the answer count for nothing, since the sender may have been a standby
- * when it sent them.  A failed question is asked again after
- * RG_UPSTREAM_RETRY_MS, when wanted.  Without shared_preload_libraries
- * nothing is asked and the sender counts as a standby.
+ * when it sent them.  A question that failed or found no such WAL sender
+ * (the WAL receiver may not have restarted streaming yet after a timeline
+ * switch) is asked again after RG_UPSTREAM_RETRY_MS, when wanted.  Without
+ * shared_preload_libraries nothing is asked and the sender counts as a
+ * standby.
  *
  *-------------------------------------------------------------------------
  */
@@ -46,22 +52,27 @@
 #include "utils/guc.h"
 #include "utils/timestamp.h"
 
+#include "compat.h"
 #include "remote.h"
+#include "target.h"
 #include "upstream.h"
 
 /* After a failed question, the next one waits this long. */
 #define RG_UPSTREAM_RETRY_MS		1000
 
 /*
- * Does the server asked stream to us?  %s: the WAL receiver's
- * application_name, as a literal.
+ * Does the server asked stream to us?  The arguments: the WAL receiver's
+ * application_name as a literal, and RG_SENDER_QUERY_PATTERN for the start
+ * point and timeline of its START_REPLICATION (printed as libpqwalreceiver
+ * prints them, as pg_lsn does on each version).
  */
 #define RG_UPSTREAM_SQL \
 	"SELECT pg_catalog.current_setting('wal_writer_delay')," \
 	" EXISTS (SELECT FROM pg_catalog.pg_stat_activity" \
 	" WHERE backend_type = 'walsender' AND datid IS NULL" \
 	" AND application_name = %s AND client_port IS NOT NULL" \
-	" AND client_addr IS NOT DISTINCT FROM pg_catalog.inet_client_addr())" \
+	" AND client_addr IS NOT DISTINCT FROM pg_catalog.inet_client_addr()" \
+	" AND coalesce(query, '') LIKE '%s')" \
 	" WHERE NOT pg_catalog.pg_is_in_recovery()"
 
 typedef enum RgUpstreamState
@@ -132,6 +143,7 @@ rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,
 					   int64 *unflushed_us)
 {
 	Latch	   *worker = NULL;
+	TimestampTz now = GetCurrentTimestamp();
 	bool		primary;
 
 	if (rg_upstream == NULL)
@@ -140,7 +152,7 @@ rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,
 	SpinLockAcquire(&rg_upstream->mutex);
 	if (!rg_upstream_same_key(&rg_upstream->key, key) ||
 		(rg_upstream->state == RG_UPSTREAM_UNKNOWN &&
-		 GetCurrentTimestamp() >= rg_upstream->retry_after))
+		 now >= rg_upstream->retry_after))
 	{
 		if (!rg_upstream->wanted)
 			worker = rg_upstream->worker_latch;
@@ -185,10 +197,11 @@ rg_upstream_forget(void)
 /*
  * rg_upstream_wanted
  *		In the question worker: has a backend found no answer for the WAL
- *		receiver's connection?  Then *key is that connection, now.
+ *		receiver's connection?  Then *key is that connection, now, and
+ *		*start where it started streaming.
  */
 bool
-rg_upstream_wanted(RgUpstreamKey *key)
+rg_upstream_wanted(RgUpstreamKey *key, XLogRecPtr *start)
 {
 	WalRcvData *walrcv = WalRcv;
 	bool		wanted;
@@ -204,6 +217,7 @@ rg_upstream_wanted(RgUpstreamKey *key)
 	key->pid = walrcv->pid;
 	key->started = walrcv->startTime;
 	key->tli = walrcv->receiveStartTLI;
+	*start = walrcv->receiveStart;
 	SpinLockRelease(&walrcv->mutex);
 	return true;
 }
@@ -243,16 +257,17 @@ rg_upstream_receiver_name(PGconn *conn)
 /*
  * rg_upstream_check
  *		In the question worker: find out whether the sender of WAL receiver
- *		connection "key" is the server on "conn", a primary of this cluster,
- *		and publish the answer.  conn is NULL when that server could not be
- *		reached or is not one: "in_recovery" says it is a standby (so the
- *		sender is not the primary either), else the question failed.  False
- *		if the query failed: the connection is then unusable.  Failures are
- *		logged once per WAL receiver connection.
+ *		connection "key", streaming since "start", is the server on "conn",
+ *		a primary of this cluster, and publish the answer.  conn is NULL
+ *		when that server could not be reached or is not one: "in_recovery"
+ *		says it is a standby (so the sender is not the primary either), else
+ *		the question failed.  False if the query failed: the connection is
+ *		then unusable.  Failures are logged once per WAL receiver
+ *		connection.
  */
 bool
 rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
-				  TimestampTz deadline, uint32 wait_event)
+				  XLogRecPtr start, TimestampTz deadline, uint32 wait_event)
 {
 	static RgUpstreamKey logged;
 	RgUpstreamState state = in_recovery ? RG_UPSTREAM_STANDBY : RG_UPSTREAM_UNKNOWN;
@@ -265,8 +280,11 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 	bool		ok = true;
 
 	if (conn != NULL && (name = rg_upstream_receiver_name(conn)) != NULL)
-		res = rg_remote_query(conn, psprintf(RG_UPSTREAM_SQL, name), deadline,
-							  wait_event);
+		res = rg_remote_query(conn,
+							  psprintf(RG_UPSTREAM_SQL, name,
+									   RG_SENDER_QUERY_PATTERN(rg_lsn_text(start),
+															   key->tli)),
+							  deadline, wait_event);
 	if (conn != NULL && (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK ||
 						 PQnfields(res) != 2))
 	{
@@ -283,14 +301,11 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 	else if (PQntuples(res) == 0)
 		state = RG_UPSTREAM_STANDBY;	/* in recovery since it connected */
 	else if (strcmp(PQgetvalue(res, 0, 1), "t") != 0)
-	{
-		state = RG_UPSTREAM_STANDBY;
 		ereport(level,
 				(errmsg("replica_gate finds no WAL sender streaming to this standby on the primary"),
-				 errdetail("This standby streams from another server: its staleness is unknown."),
-				 errhint("The primary must show a WAL sender named %s connected from the address the question's connection comes from, to the role the question connects as.",
-						 name)));
-	}
+				 errdetail("Until it does, this standby counts as streaming from another server: its staleness is unknown."),
+				 errhint("The primary must show the role the question connects as a WAL sender named %s, connected from the address the question's connection comes from, streaming from %s on timeline %u.",
+						 name, rg_lsn_text(start), key->tli)));
 	else if (parse_int(PQgetvalue(res, 0, 0), &delay_ms, GUC_UNIT_MS, NULL))
 	{
 		state = RG_UPSTREAM_PRIMARY;

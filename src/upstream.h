@@ -31,9 +31,9 @@ extern bool rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,
 /* For the question worker, which finds the answer */
 extern void rg_upstream_attach(Latch *worker);
 extern void rg_upstream_forget(void);
-extern bool rg_upstream_wanted(RgUpstreamKey *key);
+extern bool rg_upstream_wanted(RgUpstreamKey *key, XLogRecPtr *start);
 extern bool rg_upstream_check(PGconn *conn, bool in_recovery,
-							  const RgUpstreamKey *key, TimestampTz deadline,
-							  uint32 wait_event);
+							  const RgUpstreamKey *key, XLogRecPtr start,
+							  TimestampTz deadline, uint32 wait_event);
 
 #endif							/* RG_UPSTREAM_H */

@@ -89,6 +89,11 @@ class Node:
                                self.logfile, "-w", *args], check=check,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
+    def start(self, action="start"):
+        """Start (or restart) the server on its port, under its name."""
+        extra = ("-m", "fast") if action == "restart" else ()
+        self.ctl(action, *extra, "-o", f"-p {self.port} --cluster-name={self.name}")
+
     def sql(self, query, timeout=10):
         with psycopg.connect(self.dsn(connect_timeout=timeout), autocommit=True) as c:
             cur = c.execute(query)
@@ -168,7 +173,7 @@ log_line_prefix = '%m [%p] '
 fsync = off
 """)
         self.add(a, None)
-        a.ctl("start", "-o", f"-p {a.port} --cluster-name=a")
+        a.start()
         self.primary = a
         a.sql("CREATE EXTENSION replica_gate")
         a.sql("CREATE TABLE h (writer int, seq int, PRIMARY KEY (writer, seq))")
@@ -190,7 +195,7 @@ fsync = off
                         "-d", upstream.dsn()], check=True, stdout=subprocess.DEVNULL)
         self.add(n, upstream)
         n.configure(self.conninfo(upstream, name))
-        n.ctl("start", "-o", f"-p {port} --cluster-name={name}")
+        n.start()
         return n
 
     def standbys(self):
@@ -223,6 +228,7 @@ class Nemesis(threading.Thread):
             self.schedule.append((t, kind, rng.random(), rng.uniform(1.0, 3.5)))
             t += rng.uniform(2.0, 6.0) + (6.0 if kind == "failover" else 0)
         self.killed = None
+        self.node = None
 
     def run(self):
         start = time.time()
@@ -230,25 +236,32 @@ class Nemesis(threading.Thread):
             while time.time() - start < at:
                 if self.stop.wait(0.05):
                     return
-            t0 = self.killed = time.time()
+            t0 = self.killed = time.time()      # a failover that fails before its kill
+            self.node = None
             try:
                 what = getattr(self, "do_" + kind)(pick, length)
                 outcome = "done"
             except Exception as e:      # noqa: BLE001 - a fault that failed is recorded
                 what, outcome = "", f"failed: {e}"
             # a failover's "killed": when the primary died (writes
-            # acknowledged before may be lost)
-            self.faults.append({"t0": t0, "t1": time.time(), "kind": kind, "what": what,
-                                "outcome": outcome, "killed": self.killed})
+            # acknowledged before may be lost); "node": the server it hit
+            fault = {"t0": t0, "t1": time.time(), "kind": kind, "what": what,
+                     "outcome": outcome, "node": self.node}
+            if kind == "failover":
+                fault["killed"] = self.killed
+            self.faults.append(fault)
             log(f"fault {kind} {what} {outcome} ({time.time() - t0:.1f} s)")
 
     def standby(self, pick):
         s = sorted(self.cluster.standbys(), key=lambda n: n.name)
-        return s[int(pick * len(s))]
+        n = s[int(pick * len(s))]
+        self.node = n.name
+        return n
 
     def do_failover(self, pick, length):
         c = self.cluster
         old = c.primary
+        self.node = old.name
         children = old.processes()
         os.kill(children[0], signal.SIGKILL)
         self.killed = time.time()
@@ -279,7 +292,7 @@ class Nemesis(threading.Thread):
             raise RuntimeError("pg_rewind: " + rewind.stderr.strip().splitlines()[-1])
         old.upstream = new
         old.configure(c.conninfo(new, old.name))
-        old.ctl("start", "-o", f"-p {old.port} --cluster-name={old.name}")
+        old.start()
         return f"{old.name} killed, {new.name} promoted"
 
     @staticmethod
@@ -292,6 +305,7 @@ class Nemesis(threading.Thread):
                 pass
 
     def do_freeze(self, pick, length):
+        self.node = self.cluster.primary.name
         pids = self.cluster.primary.processes()
         try:
             self.signal_all(pids, signal.SIGSTOP)
@@ -317,7 +331,7 @@ class Nemesis(threading.Thread):
 
     def do_restart(self, pick, length):
         n = self.standby(pick)
-        n.ctl("restart", "-m", "fast", "-o", f"-p {n.port} --cluster-name={n.name}")
+        n.start("restart")
         return n.name
 
     def do_watcher(self, pick, length):
@@ -364,6 +378,7 @@ class Reader(threading.Thread):
     def __init__(self, node, rng, acks, history, faults, stop):
         super().__init__(daemon=True)
         self.node, self.rng, self.acks, self.faults = node, rng, acks, faults
+        self.before = (None, [])    # the latest failover, the writes before it
         self.history, self.stop = history, stop
 
     def pick(self):
@@ -373,9 +388,12 @@ class Reader(threading.Thread):
         r = self.rng.random()
         failovers = [f["killed"] for f in self.faults if f["kind"] == "failover"]
         if r < 0.2 and failovers:
-            before = [a for a in self.acks[-20000:] if a["t"] < failovers[-1]][-100:]
-            if before:
-                return self.rng.choice(before)
+            if self.before[0] != failovers[-1]:
+                # appended nearly in time order: enough to pick targets
+                i = bisect.bisect_left([a["t"] for a in self.acks], failovers[-1])
+                self.before = (failovers[-1], self.acks[max(i - 100, 0):i])
+            if self.before[1]:
+                return self.rng.choice(self.before[1])
         if r < 0.4:
             return self.rng.choice(self.acks[-2000:])
         return self.rng.choice(self.acks[-50:])
@@ -471,7 +489,7 @@ def check(history, acks, final, faults, logs, waiters):
         return highest[i - 1] if i > 0 else 0
 
     # a frozen server answers nothing: an operation on it is not the gate's
-    frozen = [(f["what"].split()[0], f["t0"], f["t1"]) for f in faults
+    frozen = [(f["node"], f["t0"], f["t1"]) for f in faults
               if f["kind"] == "freeze" and f["outcome"] == "done"]
 
     def on_frozen(h):
@@ -572,7 +590,7 @@ def main():
         # the end: every node up and caught up, then the final history
         for n in cluster.nodes.values():
             if n.postmaster() is None or n.ctl("status", check=False).returncode != 0:
-                n.ctl("start", "-o", f"-p {n.port} --cluster-name={n.name}")
+                n.start()
         end_lsn = cluster.primary.sql("SELECT pg_current_wal_insert_lsn()")[0][0]
         for n in cluster.standbys():
             wait_until(lambda n=n: n.sql(f"SELECT pg_last_wal_replay_lsn() >= '{end_lsn}'")[0][0],

@@ -9,6 +9,7 @@ use strict;
 use warnings;
 
 use Exporter 'import';
+use FindBin;
 use IO::Socket::UNIX;
 use IPC::Run;
 use PostgreSQL::Test::Cluster;
@@ -20,7 +21,8 @@ use Time::HiRes qw(gettimeofday tv_interval);
 our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
   rg_probe_time rg_woke_at rg_median rg_watcher_runs rg_replay_holds
-  rg_conflict_sampler rg_conflict_longest rg_pause_replay RG_WAKE_BOUND_MS);
+  rg_conflict_sampler rg_conflict_longest rg_pause_replay rg_build_client
+  RG_WAKE_BOUND_MS);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -79,6 +81,22 @@ sub rg_bg_finish
 	$h->{elapsed} = tv_interval($h->{start});
 	chomp $h->{stdout};
 	return $h;
+}
+
+# rg_build_client($name)
+#	Compile test/clients/$name.c against the libpq of the server PG_CONFIG
+#	names, with -Wall -Werror; returns the path of the program.
+sub rg_build_client
+{
+	my ($name) = @_;
+	my $pg_config = $ENV{PG_CONFIG} // 'pg_config';
+	my ($incdir, $libdir) = (`$pg_config --includedir`, `$pg_config --libdir`);
+	chomp($incdir, $libdir);
+	my $bin = PostgreSQL::Test::Utils::tempdir . "/$name";
+	system('cc', '-Wall', '-Werror', '-o', $bin,
+		"$FindBin::RealBin/../clients/$name.c", "-I$incdir", "-L$libdir", '-lpq') == 0
+	  or BAIL_OUT("cannot build the libpq client $name");
+	return $bin;
 }
 
 # rg_major($node)

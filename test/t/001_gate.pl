@@ -215,13 +215,13 @@ my $pgbench = IPC::Run::start(
 	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 ok( $standby->poll_query_until('postgres', 'SELECT replica_gate.waiters() = 200'),
 	'200 backends wait')
-  or eval { $pgbench->pump_nb; 1 }, diag(
+  or do { eval { $pgbench->pump_nb }; diag(
 	$standby->safe_psql(
 		'postgres', q{
 SELECT replica_gate.waiters(), pg_last_wal_replay_lsn(), pg_is_wal_replay_paused();
 SELECT state, wait_event, count(*) FROM pg_stat_activity
  WHERE backend_type = 'client backend' GROUP BY 1, 2 ORDER BY 1, 2;}),
-	"\npgbench: $pb_err");
+	"\npgbench: $pb_err") };
 $probe = rg_probe_start($standby, $lsn, 'crowd_probe');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 $passed = rg_probe_time($probe);

@@ -115,14 +115,7 @@ $primary->safe_psql('postgres', 'TRUNCATE counter; INSERT INTO counter VALUES (0
 $primary->wait_for_catchup($standby->name, 'replay');
 
 my $clients = "$FindBin::RealBin/../clients";
-my $bin = PostgreSQL::Test::Utils::tempdir;
-my $pg_config = $ENV{PG_CONFIG} // 'pg_config';
-my $incdir = `$pg_config --includedir`;
-my $libdir = `$pg_config --libdir`;
-chomp($incdir, $libdir);
-system('cc', '-Wall', '-Werror', '-o', "$bin/rg_client", "$clients/rg_client.c",
-	"-I$incdir", "-L$libdir", '-lpq') == 0
-  or BAIL_OUT('cannot build the libpq client');
+my $rg_client = rg_build_client('rg_client');
 
 my %conn = (
 	primary => $primary->connstr('postgres'),
@@ -130,7 +123,7 @@ my %conn = (
 	primary_url => 'postgresql:///postgres?host=' . $primary->host . '&port=' . $primary->port,
 	standby_url => 'postgresql:///postgres?host=' . $standby->host . '&port=' . $standby->port);
 my @runs = (
-	[ 'libpq', [ "$bin/rg_client", $conn{primary}, $conn{standby} ] ],
+	[ 'libpq', [ $rg_client, $conn{primary}, $conn{standby} ] ],
 	[ 'psycopg', [ '/usr/bin/python3', "$clients/rg_client.py", $conn{primary}, $conn{standby} ] ],
 	[ 'node-postgres', [ 'node', "$clients/rg_client.js", $conn{primary_url}, $conn{standby_url} ] ]);
 

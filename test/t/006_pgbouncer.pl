@@ -68,16 +68,9 @@ sub bounced
 }
 
 # --- the token as a ParameterStatus ----------------------------------------
-my $bin = PostgreSQL::Test::Utils::tempdir;
-my $pg_config = $ENV{PG_CONFIG} // 'pg_config';
-my $incdir = `$pg_config --includedir`;
-my $libdir = `$pg_config --libdir`;
-chomp($incdir, $libdir);
-system('cc', '-o', "$bin/rg_client", "$FindBin::RealBin/../clients/rg_client.c",
-	"-I$incdir", "-L$libdir", '-lpq') == 0
-  or BAIL_OUT('cannot build the libpq client');
+my $rg_client = rg_build_client('rg_client');
 my ($o, $e) = ('', '');
-IPC::Run::run([ "$bin/rg_client", $via->('primary'), $via->('standby'), '5', '5000', 'function' ],
+IPC::Run::run([ $rg_client, $via->('primary'), $via->('standby'), '5', '5000', 'function' ],
 	'>', \$o, '2>', \$e);
 is($?, 0, 'libpq client through pgbouncer') or diag($e);
 like($o, qr/6 reads, 6 on standby, 0 on primary, 0 stale/,

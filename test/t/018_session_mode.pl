@@ -168,17 +168,11 @@ like($err, qr/25001: this REPEATABLE READ or SERIALIZABLE transaction was not ga
 	'an implicit REPEATABLE READ transaction is refused (25001), never run ungated');
 
 # --- a fast-path call (PQfn: the large-object API) cannot be gated: refused ----
-my $bin = PostgreSQL::Test::Utils::tempdir;
-my $pg_config = $ENV{PG_CONFIG} // 'pg_config';
-my ($incdir, $libdir) = (`$pg_config --includedir`, `$pg_config --libdir`);
-chomp($incdir, $libdir);
-system('cc', '-Wall', '-Werror', '-o', "$bin/rg_fastpath",
-	"$FindBin::RealBin/../clients/rg_fastpath.c", "-I$incdir", "-L$libdir", '-lpq') == 0
-  or BAIL_OUT('cannot build the fast-path client');
-like(`$bin/rg_fastpath "$reader" 4242`,
+my $fastpath = rg_build_client('rg_fastpath');
+like(`$fastpath "$reader" 4242`,
 	qr/^refused: ERROR:  replica_gate cannot gate a fast-path function call/,
 	'a fast-path call in the session mode is refused, never run ungated');
-is(`$bin/rg_fastpath "@{[ $standby->connstr('postgres') . ' user=reader options=-creplica_gate.consistency=eventual' ]}" 4242`,
+is(`$fastpath "@{[ $standby->connstr('postgres') . ' user=reader options=-creplica_gate.consistency=eventual' ]}" 4242`,
 	"opened\n", 'the same call in eventual mode runs');
 
 # --- read_after: a session token floor ------------------------------------------

@@ -8,8 +8,9 @@
 # messages the primary's; cut off from the primary, the relay then keeps
 # the fooled standby looking fresh while it misses writes.  The fooled
 # standby must report no staleness at all: when its question reaches the
-# relay (a standby) and when replica_gate.primary_conninfo leads it to the
-# primary (which streams to the relay, not to it).
+# relay (a standby), when replica_gate.primary_conninfo leads it to the
+# primary (which streams to the relay, not to it), and when it streams from
+# the relay under the relay's own name and address (from 14 on).
 
 use strict;
 use warnings;
@@ -110,6 +111,37 @@ ok( $fooled->log_contains(
 		'replica_gate finds no WAL sender streaming to this standby on the primary', $offset),
 	'the log says why');
 
+# The relay back on the primary, and the fooled standby streaming from it
+# under the relay's own name, from the same (local) address: the primary's
+# WAL sender of the relay matches all but the start point of the stream.
+# A segment switch first, so that the two streams start in different
+# segments.  On 13, WAL senders show no command: the primary's WAL
+# sender of the relay matches, a limit the README states.
 close $hole;
+SKIP:
+{
+	skip 'WAL senders of 13 show no START_REPLICATION to tell the streams apart', 4
+	  if rg_major($primary) < 14;
+	$relay->append_conf('postgresql.conf', "primary_conninfo = '" . $primary->connstr . " application_name=relay'");
+	$relay->reload;
+	ok( $primary->poll_query_until('postgres',
+			"SELECT count(*) = 1 FROM pg_stat_replication WHERE application_name = 'relay' AND state = 'streaming'"),
+		'the relay streams from the primary again');
+	$primary->safe_psql('postgres', 'SELECT pg_switch_wal(); UPDATE t SET v = 2');
+	$primary->wait_for_catchup('relay', 'replay');
+	$offset = -s $fooled->logfile;
+	$fooled->append_conf('postgresql.conf',
+		"primary_conninfo = 'host=" . $relay->host . ' port=' . $relay->port . " application_name=relay'\n");
+	$fooled->reload;
+	ok( $fooled->poll_query_until('postgres',
+			"SELECT sender_host = '" . $relay->host . "' AND status = 'streaming' FROM pg_stat_wal_receiver"),
+		'the fooled standby streams from the relay under the name relay');
+	is(known($fooled), 0,
+		'the primary\'s WAL sender of that name and address streams to the relay: staleness unknown in 20 checks over 2 s');
+	ok( $fooled->log_contains(
+			'replica_gate finds no WAL sender streaming to this standby on the primary', $offset),
+		'the log says why');
+}
+
 $_->stop for ($fooled, $relay, $direct, $primary);
 done_testing();
