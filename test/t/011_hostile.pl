@@ -30,17 +30,19 @@ $primary->safe_psql('postgres', 'CREATE TABLE t (v int); INSERT INTO t VALUES (0
 $primary->wait_for_catchup($standby->name, 'replay');
 
 # Start $n waiters for $target (60 s asked, cut to max_timeout), and wait
-# until they sleep unless $no_poll.
+# until they sleep; or, with $mark, let each touch $name_in.<i> in the
+# standby's folder once connected (psql runs its commands only then).
 sub waiters
 {
-	my ($n, $target, $name, $no_poll) = @_;
+	my ($n, $target, $name, $mark) = @_;
 	my $lsn = $target =~ /:/ ? "split_part('$target', ':', 2)::pg_lsn" : "'$target'::pg_lsn";
+	my $gate = "SELECT replica_gate.wait_for_lsn('$target', 60000), pg_last_wal_replay_lsn() >= $lsn";
 	my @w = map {
 		rg_bg_start($standby,
-			"SELECT replica_gate.wait_for_lsn('$target', 60000), pg_last_wal_replay_lsn() >= $lsn",
+			$mark ? [ '\\! touch ' . $standby->basedir . "/${name}_in.$_", $gate ] : $gate,
 			"${name}_$_")
 	} 1 .. $n;
-	unless ($no_poll)
+	unless ($mark)
 	{
 		rg_pid_of($standby, "${name}_$_") for 1 .. $n;
 	}
@@ -130,15 +132,14 @@ $primary->wait_for_catchup($standby->name, 'replay');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
 $token = $primary->safe_psql('postgres',
 	'INSERT INTO t VALUES (4); SELECT replica_gate.last_commit_token()');
+# No connection of the test's own until all 20 are in: it could take the
+# last slot from a waiter.  Each waiter marks a file once connected.
 @w = waiters(20, $token, 'crowd', 1);
-# until all 20 have connected, a connection attempt still gets a slot
-my ($ret, $out, $err);
-for (my $tries = 0; $tries < 300; $tries++)
-{
-	($ret, $out, $err) = $standby->psql('postgres', 'SELECT 1');
-	last if $err =~ /too many clients|remaining connection slots/;
-	sleep 0.1;
-}
+my $marks = $standby->basedir . '/crowd_in';
+my $waited = 0;
+sleep 0.05 while ($waited++ < 2400 && scalar(() = glob("$marks.*")) < 20);
+is(scalar(() = glob("$marks.*")), 20, 'the 20 waiters are connected');
+my ($ret, $out, $err) = $standby->psql('postgres', 'SELECT 1');
 like($err, qr/too many clients|remaining connection slots/,
 	'every connection slot is taken by a waiter');
 check_waiters('all connection slots taken', @w);
