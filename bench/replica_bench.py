@@ -376,8 +376,8 @@ def start_waiters(args, method, n):
     return ts, started
 
 
-def standby_cpu_ns(pid):
-    """CPU time used so far by the standby postmaster and each child, from
+def tree_cpu_ns(pid):
+    """CPU time used so far by a postmaster and each child, from
     /proc/PID/schedstat: exact, where utime and stime are sampled on timer
     ticks and miss or overcharge processes that run in short bursts.
     Returns {pid: (ns, kind)}, kind from the process title (cpu_by_kind)."""
@@ -406,7 +406,7 @@ def process_kind(title):
 
 
 def cpu_by_kind(a, b):
-    """CPU ms between two standby_cpu_ns samples, by process kind, and "all"."""
+    """CPU ms between two tree_cpu_ns samples, by process kind, and "all"."""
     out = {"all": 0.0}
     for p in a:
         if p in b:
@@ -417,9 +417,9 @@ def cpu_by_kind(a, b):
 
 
 def cpu_ms(pid, seconds):
-    a = standby_cpu_ns(pid)
+    a = tree_cpu_ns(pid)
     time.sleep(seconds)
-    return cpu_by_kind(a, standby_cpu_ns(pid))["all"]
+    return cpu_by_kind(a, tree_cpu_ns(pid))["all"]
 
 
 def part_idle(args):
@@ -506,13 +506,13 @@ def replay_round(args, pr, sb, method, waiters):
         raise SystemExit(f"only {started} of {waiters} waiters started")
     start = one(sb, "SELECT pg_last_wal_replay_lsn()")
     wal = one(sb, "SELECT pg_wal_lsn_diff(%s, %s)::bigint", (target, start))
-    cpu0 = standby_cpu_ns(args.standby_pid)
+    cpu0 = tree_cpu_ns(args.standby_pid)
     t0 = time.monotonic()
     sb.execute("SELECT pg_wal_replay_resume()")
     while not one(sb, "SELECT pg_last_wal_replay_lsn() >= %s", (target,)):
         time.sleep(0.001)
     seconds = time.monotonic() - t0
-    cpu1 = standby_cpu_ns(args.standby_pid)
+    cpu1 = tree_cpu_ns(args.standby_pid)
     sb.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
                "WHERE application_name = 'bench_waiter'")
     for t in ts:
@@ -574,39 +574,33 @@ def part_replay(args):
 
 # --- 7. strong reads -------------------------------------------------------------------
 
-def tree_cpu_s(pid):
-    """CPU seconds used so far by a postmaster and its children: its own and
-    its reaped children's (cutime, cstime) plus each live child's.  Exact
-    across an interval in which no child alive at its start exits."""
-    def stat(p):
-        with open(f"/proc/{p}/stat") as f:
-            text = f.read()
-        fields = text[text.rindex(")") + 2:].split()
-        return [int(x) for x in fields[11:15]]   # utime stime cutime cstime
-    ticks = sum(stat(pid))
-    for child in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
-                                text=True).stdout.split():
-        try:
-            ticks += sum(stat(child)[:2])
-        except OSError:
-            pass
-    return ticks / os.sysconf("SC_CLK_TCK")
-
-
 def run_strong(args, mode, n):
     """Run bench/strong.c; returns (reads, errors, p50 ms, p99 ms, primary CPU s,
-    strong reads and questions counted on the standby)."""
-    with connect(args.standby) as sb:
-        q0 = sb.execute("SELECT strong_reads, questions FROM replica_gate.stats").fetchone()
-        c0 = tree_cpu_s(args.primary_pid)
-        out = subprocess.run([args.strong_bin, mode, str(n), str(args.strong_seconds),
+    strong reads and questions counted on the standby).  The primary's CPU is
+    taken over the reads alone: strong.c has connected its readers before the
+    first sample and closes them after the second, so that every process
+    serving them (the readers' backends, the question's) is alive at both."""
+    with connect(args.standby) as sb, \
+            subprocess.Popen([args.strong_bin, mode, str(n), str(args.strong_seconds),
                               args.primary, args.standby],
-                             capture_output=True, text=True, check=True).stdout
-        c1 = tree_cpu_s(args.primary_pid)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) as run:
+        if run.stdout.readline().strip() != "connected":
+            raise RuntimeError(f"bench/strong {mode} {n} failed to connect")
+        q0 = sb.execute("SELECT strong_reads, questions FROM replica_gate.stats").fetchone()
+        c0 = tree_cpu_ns(args.primary_pid)
+        run.stdin.write("go\n")
+        run.stdin.flush()
+        out = run.stdout.readline()
+        c1 = tree_cpu_ns(args.primary_pid)
         q1 = sb.execute("SELECT strong_reads, questions FROM replica_gate.stats").fetchone()
+        run.stdin.write("close\n")
+        run.stdin.flush()
+    if run.returncode != 0 or "reads=" not in out:
+        raise RuntimeError(f"bench/strong {mode} {n} failed")
     v = dict(kv.split("=") for kv in out.split())
     return (int(v["reads"]), int(v["errors"]), float(v["p50_us"]) / 1000,
-            float(v["p99_us"]) / 1000, c1 - c0, q1[0] - q0[0], q1[1] - q0[1])
+            float(v["p99_us"]) / 1000, cpu_by_kind(c0, c1)["all"] / 1000,
+            q1[0] - q0[0], q1[1] - q0[1])
 
 
 def part_strong(args):

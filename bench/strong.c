@@ -11,13 +11,19 @@
  *		         gate on that LSN and read on the standby (two round trips)
  *		primary  the plain read on the primary
  *
- * Each thread keeps its own connections (as a pool would) and reads as fast
- * as it can; the first read of each connection is not timed.  Prints one
- * line: "reads=R errors=E p50_us=X p99_us=Y".
+ * Each thread keeps its own connections (as a pool would), only to the
+ * servers its way of reading uses, and reads as fast as it can; the first
+ * read of each connection is not timed.  So that a caller can measure the
+ * servers' CPU over the reads alone, without connecting and disconnecting:
+ * once every thread is connected it prints "connected" and waits for a
+ * line on stdin; when the reads are done it prints one line,
+ * "reads=R errors=E p50_us=X p99_us=Y", and waits for another line before
+ * the connections are closed.
  *
  * Usage: strong MODE N SECONDS PRIMARY_DSN STANDBY_DSN
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +44,9 @@ static const char *mode;
 static double seconds;
 static const char *primary_dsn;
 static const char *standby_dsn;
+
+/* threads and main meet here: connected, go, reads done, close */
+static pthread_barrier_t step;
 
 static double
 now_us(void)
@@ -102,12 +111,15 @@ static void *
 reader_main(void *arg)
 {
 	Reader	   *r = arg;
-	PGconn	   *primary = open_conn(primary_dsn);
-	PGconn	   *standby = open_conn(standby_dsn);
+	bool		on_primary = strcmp(mode, "app") == 0 || strcmp(mode, "primary") == 0;
+	PGconn	   *primary = on_primary ? open_conn(primary_dsn) : NULL;
+	PGconn	   *standby = strcmp(mode, "primary") != 0 ? open_conn(standby_dsn) : NULL;
 	unsigned int seed = r->id;
 	double		end;
 
 	read_once(primary, standby, 0);
+	pthread_barrier_wait(&step);	/* connected */
+	pthread_barrier_wait(&step);	/* go */
 	end = now_us() + seconds * 1e6;
 	for (;;)
 	{
@@ -129,9 +141,23 @@ reader_main(void *arg)
 		}
 		r->us[r->n++] = t1 - t0;
 	}
+	pthread_barrier_wait(&step);	/* reads done */
+	pthread_barrier_wait(&step);	/* close */
 	PQfinish(primary);
 	PQfinish(standby);
 	return NULL;
+}
+
+/* Print "text" and wait for a line on stdin. */
+static void
+wait_for_line(const char *text)
+{
+	char		buf[16];
+
+	printf("%s\n", text);
+	fflush(stdout);
+	if (fgets(buf, sizeof(buf), stdin) == NULL)
+		exit(1);
 }
 
 static int
@@ -152,6 +178,7 @@ main(int argc, char **argv)
 	double	   *all;
 	long		total = 0;
 	long		errors = 0;
+	char		line[128];
 
 	if (argc != 6)
 	{
@@ -166,14 +193,18 @@ main(int argc, char **argv)
 
 	readers = calloc(n, sizeof(Reader));
 	threads = calloc(n, sizeof(pthread_t));
+	pthread_barrier_init(&step, NULL, n + 1);
 	for (int i = 0; i < n; i++)
 	{
 		readers[i].id = i + 1;
 		pthread_create(&threads[i], NULL, reader_main, &readers[i]);
 	}
+	pthread_barrier_wait(&step);
+	wait_for_line("connected");
+	pthread_barrier_wait(&step);
+	pthread_barrier_wait(&step);
 	for (int i = 0; i < n; i++)
 	{
-		pthread_join(threads[i], NULL);
 		total += readers[i].n;
 		errors += readers[i].errors;
 	}
@@ -185,7 +216,12 @@ main(int argc, char **argv)
 		total += readers[i].n;
 	}
 	qsort(all, total, sizeof(double), cmp_double);
-	printf("reads=%ld errors=%ld p50_us=%.0f p99_us=%.0f\n", total, errors,
-		   total ? all[total / 2] : 0.0, total ? all[(long) (total * 0.99)] : 0.0);
+	snprintf(line, sizeof(line), "reads=%ld errors=%ld p50_us=%.0f p99_us=%.0f",
+			 total, errors, total ? all[total / 2] : 0.0,
+			 total ? all[(long) (total * 0.99)] : 0.0);
+	wait_for_line(line);
+	pthread_barrier_wait(&step);
+	for (int i = 0; i < n; i++)
+		pthread_join(threads[i], NULL);
 	return 0;
 }
