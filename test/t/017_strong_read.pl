@@ -82,6 +82,7 @@ sub reader_script
 	my ($name, $gate, $reads) = @_;
 	my $file = "${PostgreSQL::Test::Utils::tmp_check}/$name.sql";
 	open(my $f, '>', $file) or die;
+	print $f "\\set VERBOSITY verbose\n";	# errors with their SQLSTATE
 	for (1 .. $reads)
 	{
 		print $f "SELECT extract(epoch FROM clock_timestamp()) AS t0 \\gset\n";
@@ -143,7 +144,8 @@ my @strong = map {
 my $plain = run_psql_file($standby, reader_script('plain', '', 60));
 $_->{run}->finish for ($writer, @strong, $plain);
 my ($reads, $violations, $failed) = check_history($writer->{out}, @strong);
-is($reads + $failed, 45, 'strong readers: every read ran or was refused');
+is($reads + $failed, 45, 'strong readers: every read ran or was refused')
+  or diag(join("\n", map { $_->{err} } @strong));
 is($violations, 0, "strong reads: no read missed a write acknowledged before it began ($reads reads)");
 cmp_ok($failed, '<=', 2, "strong reads: at most 2 of 45 refused ($failed)");
 my ($preads, $pviolations) = check_history($writer->{out}, $plain);
