@@ -304,7 +304,7 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 		ereport(level,
 				(errmsg("replica_gate finds no WAL sender streaming to this standby on the primary"),
 				 errdetail("Until it does, this standby counts as streaming from another server: its staleness is unknown."),
-				 errhint("The primary must show the role the question connects as a WAL sender named %s, connected from the address the question's connection comes from, streaming from %s on timeline %u.",
+				 errhint("The primary must show the role the question connects as a WAL sender named %s, connected from the address the question's connection comes from, streaming from %s on timeline %u (on 14 and later its query must show: track_activities on).",
 						 name, rg_lsn_text(start), key->tli)));
 	else if (parse_int(PQgetvalue(res, 0, 0), &delay_ms, GUC_UNIT_MS, NULL))
 	{
