@@ -4,8 +4,9 @@
  *		read done one of four ways:
  *
  *		plain    SELECT v FROM profile WHERE id = K, on the standby
- *		strong   SELECT replica_gate.require_lsn('primary'); and the same
- *		         read, in one query string, on the standby (a strong read)
+ *		strong   the same read on the standby, on a connection opened with
+ *		         replica_gate.consistency = strong (a strong read, as an
+ *		         application gets it with no change but the setting)
  *		app      what applications write without replica_gate's question:
  *		         ask the primary SELECT pg_current_wal_insert_lsn(), then
  *		         gate on that LSN and read on the standby (two round trips)
@@ -94,10 +95,6 @@ read_once(PGconn *primary, PGconn *standby, int key)
 				 "SELECT replica_gate.require_lsn('%s'); SELECT v FROM profile WHERE id = %d",
 				 lsn, key);
 	}
-	else if (strcmp(mode, "strong") == 0)
-		snprintf(sql, sizeof(sql),
-				 "SELECT replica_gate.require_lsn('primary'); SELECT v FROM profile WHERE id = %d",
-				 key);
 	else
 		snprintf(sql, sizeof(sql), "SELECT v FROM profile WHERE id = %d", key);
 
@@ -113,10 +110,20 @@ reader_main(void *arg)
 	Reader	   *r = arg;
 	bool		on_primary = strcmp(mode, "app") == 0 || strcmp(mode, "primary") == 0;
 	PGconn	   *primary = on_primary ? open_conn(primary_dsn) : NULL;
-	PGconn	   *standby = strcmp(mode, "primary") != 0 ? open_conn(standby_dsn) : NULL;
+	PGconn	   *standby = NULL;
 	unsigned int seed = r->id;
 	double		end;
 
+	if (strcmp(mode, "strong") == 0)
+	{
+		char		dsn[1024];
+
+		snprintf(dsn, sizeof(dsn), "%s options='-c replica_gate.consistency=strong'",
+				 standby_dsn);
+		standby = open_conn(dsn);
+	}
+	else if (strcmp(mode, "primary") != 0)
+		standby = open_conn(standby_dsn);
 	read_once(primary, standby, 0);
 	pthread_barrier_wait(&step);	/* connected */
 	pthread_barrier_wait(&step);	/* go */

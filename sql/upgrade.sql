@@ -16,7 +16,7 @@ CREATE TEMP TABLE updated AS
 SELECT p.oid::regprocedure::text AS func, pg_get_function_arguments(p.oid) AS args,
        obj_description(p.oid, 'pg_proc') AS comment, p.proacl::text AS acl
   FROM pg_proc p WHERE p.pronamespace = 'replica_gate'::regnamespace;
-SELECT func FROM updated ORDER BY func;
+SELECT func FROM updated ORDER BY func COLLATE "C";
 
 DROP EXTENSION replica_gate;
 CREATE EXTENSION replica_gate;

@@ -386,9 +386,10 @@ rg_gate_require(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 
 /*
  * rg_gate_mode_arg
- *		The wait mode given as argument "argno".  The SQL definitions of
- *		version 0.1.0 (a new library before ALTER EXTENSION ... UPDATE) pass
- *		no mode: replay.
+ *		The wait mode given as argument "argno"; replay if the call has no
+ *		such argument (caught_up(target), and every gate as version 0.1.0
+ *		defines it, served by a new library before ALTER EXTENSION ...
+ *		UPDATE).
  */
 static RgWaitMode
 rg_gate_mode_arg(FunctionCallInfo fcinfo, int argno)
@@ -442,7 +443,7 @@ rg_gate_target_arg(FunctionCallInfo fcinfo, bool is_text, const char *gate_name,
 
 /*
  * rg_gate_caught_up
- *		caught_up(target, mode) returns boolean
+ *		caught_up(target [, mode]) returns boolean
  */
 static Datum
 rg_gate_caught_up(FunctionCallInfo fcinfo, bool is_text)

@@ -74,15 +74,16 @@
 
 /*
  * What a new connection checks once (the server stays what it is for the
- * connection's life: a primary is not demoted without a restart), what it
- * prepares, and the question itself.
+ * connection's life: a primary is not demoted without a restart), and the
+ * question it prepares, then executes by name with the extended protocol:
+ * the primary parses and plans nothing per question.
  */
 #define RG_QUESTION_CHECK_SQL \
 	"SELECT system_identifier::pg_catalog.text FROM pg_catalog.pg_control_system()" \
 	" WHERE NOT pg_catalog.pg_is_in_recovery()"
+#define RG_QUESTION_NAME "replica_gate_question"
 #define RG_QUESTION_PREPARE_SQL \
-	"PREPARE replica_gate_question AS SELECT replica_gate.primary_token()"
-#define RG_QUESTION_SQL "EXECUTE replica_gate_question"
+	"PREPARE " RG_QUESTION_NAME " AS SELECT replica_gate.primary_token()"
 
 /* The connection's state, as status() shows it. */
 typedef enum RgQuestionConn
@@ -111,6 +112,10 @@ char	   *rg_primary_conninfo = NULL;
 static RgQuestionShared *rg_question = NULL;
 static uint32 rg_question_event = 0;
 static uint32 rg_question_worker_event = 0;
+
+/* What the worker waits for whenever it waits on the primary. */
+#define RG_QUESTION_WORKER_EVENT \
+	RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker")
 
 /* In the worker: the failure logged last, logged again only after a change. */
 static int	rg_question_logged = -1;
@@ -328,17 +333,14 @@ rg_question_log_level(RgQuestionFailure why)
 }
 
 /*
- * rg_question_run
- *		Run "sql" on the connection: its result if it is "status" with
- *		"columns" columns, else NULL with *why (logged).
+ * rg_question_result
+ *		The result "res" of a statement sent on the connection, if it is
+ *		"status" with "columns" columns; else NULL with *why (logged).
  */
 static PGresult *
-rg_question_run(PGconn *conn, const char *sql, ExecStatusType status,
-				int columns, TimestampTz deadline, RgQuestionFailure *why)
+rg_question_result(PGconn *conn, PGresult *res, ExecStatusType status,
+				   int columns, RgQuestionFailure *why)
 {
-	PGresult   *res = rg_remote_query(conn, sql, deadline,
-									  RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker"));
-
 	if (res == NULL)
 	{
 		*why = RG_QUESTION_LOST;
@@ -372,8 +374,10 @@ rg_question_check_server(PGconn *conn, TimestampTz deadline,
 	char		sysid[32];
 	bool		ok = false;
 
-	res = rg_question_run(conn, RG_QUESTION_CHECK_SQL, PGRES_TUPLES_OK, 1,
-						  deadline, why);
+	res = rg_question_result(conn,
+							 rg_remote_query(conn, RG_QUESTION_CHECK_SQL, deadline,
+											 RG_QUESTION_WORKER_EVENT),
+							 PGRES_TUPLES_OK, 1, why);
 	if (res == NULL)
 		return false;
 	snprintf(sysid, sizeof(sysid), UINT64_FORMAT, GetSystemIdentifier());
@@ -447,7 +451,7 @@ rg_question_open(TimestampTz deadline)
 			rg_remote_set(&options, "dbname", "postgres");
 		rg_remote_set(&options, "application_name", "replica_gate question");
 		rg_worker.conn = rg_remote_connect(&options, deadline,
-										   RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker"),
+										   RG_QUESTION_WORKER_EVENT,
 										   &error);
 		if (rg_worker.conn == NULL)
 		{
@@ -498,15 +502,19 @@ rg_question_put(TimestampTz deadline, RgTarget *answer)
 
 	if (!rg_worker.prepared)
 	{
-		res = rg_question_run(rg_worker.conn, RG_QUESTION_PREPARE_SQL,
-							  PGRES_COMMAND_OK, 0, deadline, why);
+		res = rg_question_result(rg_worker.conn,
+								 rg_remote_query(rg_worker.conn, RG_QUESTION_PREPARE_SQL,
+												 deadline, RG_QUESTION_WORKER_EVENT),
+								 PGRES_COMMAND_OK, 0, why);
 		if (res == NULL)
 			return false;
 		PQclear(res);
 		rg_worker.prepared = true;
 	}
-	res = rg_question_run(rg_worker.conn, RG_QUESTION_SQL, PGRES_TUPLES_OK, 1,
-						  deadline, why);
+	res = rg_question_result(rg_worker.conn,
+							 rg_remote_execute(rg_worker.conn, RG_QUESTION_NAME,
+											   deadline, RG_QUESTION_WORKER_EVENT),
+							 PGRES_TUPLES_OK, 1, why);
 	if (res == NULL)
 		return false;
 	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
@@ -551,7 +559,7 @@ rg_question_answer_upstream(const RgUpstreamKey *key, XLogRecPtr start)
 {
 	TimestampTz deadline = TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 													   RG_QUESTION_TIMEOUT_MS);
-	uint32		event = RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker");
+	uint32		event = RG_QUESTION_WORKER_EVENT;
 
 	if (!rg_question_open(deadline))
 		(void) rg_upstream_check(NULL, rg_worker.why == RG_QUESTION_STANDBY,
@@ -687,7 +695,7 @@ rg_question_main(Datum arg)
 								   (rg_worker.conn != NULL ? WL_SOCKET_READABLE : 0),
 								   rg_worker.conn != NULL ? PQsocket(rg_worker.conn) : PGINVALID_SOCKET,
 								   RG_QUESTION_IDLE_MS,
-								   RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker"));
+								   RG_QUESTION_WORKER_EVENT);
 			if ((rc & WL_SOCKET_READABLE) &&
 				(!PQconsumeInput(rg_worker.conn) || PQstatus(rg_worker.conn) == CONNECTION_BAD))
 				rg_question_close();

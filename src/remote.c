@@ -171,20 +171,18 @@ rg_remote_connect(RgRemoteOptions *options, TimestampTz deadline,
 }
 
 /*
- * rg_remote_query
- *		Run "query" on a connection before "deadline": its last result (the
- *		caller clears it), or NULL if it could not be sent or no complete
- *		answer came in time (the connection is then unusable).
+ * rg_remote_result
+ *		Send what the caller queued on a connection and collect the answer
+ *		before "deadline": its last result (the caller clears it), or NULL
+ *		if no complete answer came in time (the connection is then
+ *		unusable).
  */
-PGresult *
-rg_remote_query(PGconn *conn, const char *query, TimestampTz deadline,
-				uint32 wait_event)
+static PGresult *
+rg_remote_result(PGconn *conn, TimestampTz deadline, uint32 wait_event)
 {
 	PGresult   *volatile last = NULL;
 	volatile bool complete = false;
 
-	if (!PQsendQuery(conn, query))
-		return NULL;
 	PG_TRY();
 	{
 		int			unsent;
@@ -224,6 +222,36 @@ rg_remote_query(PGconn *conn, const char *query, TimestampTz deadline,
 		return last;
 	PQclear(last);
 	return NULL;
+}
+
+/*
+ * rg_remote_query
+ *		Run "query" on a connection before "deadline": its last result (the
+ *		caller clears it), or NULL if it could not be sent or no complete
+ *		answer came in time (the connection is then unusable).
+ */
+PGresult *
+rg_remote_query(PGconn *conn, const char *query, TimestampTz deadline,
+				uint32 wait_event)
+{
+	if (!PQsendQuery(conn, query))
+		return NULL;
+	return rg_remote_result(conn, deadline, wait_event);
+}
+
+/*
+ * rg_remote_execute
+ *		rg_remote_query for the statement prepared on the connection as
+ *		"name", which takes no parameters, with the extended protocol: the
+ *		server parses and plans nothing.
+ */
+PGresult *
+rg_remote_execute(PGconn *conn, const char *name, TimestampTz deadline,
+				  uint32 wait_event)
+{
+	if (!PQsendQueryPrepared(conn, name, 0, NULL, NULL, NULL, 0))
+		return NULL;
+	return rg_remote_result(conn, deadline, wait_event);
 }
 
 /* Close a connection (NULL: nothing to do) and give its descriptor back. */

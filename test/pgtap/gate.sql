@@ -6,11 +6,13 @@
 \pset tuples_only true
 \pset pager off
 
-SELECT plan(98);
+SELECT plan(101);
 
 -- Signatures.
 SELECT has_schema('replica_gate');
 SELECT has_function('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text']);
+SELECT has_function('replica_gate', 'caught_up', ARRAY['pg_lsn']);
+SELECT function_returns('replica_gate', 'caught_up', ARRAY['text'], 'boolean');
 SELECT has_function('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer', 'text']);
 SELECT has_function('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer', 'text']);
 SELECT has_function('replica_gate', 'waiters', ARRAY[]::text[]);
@@ -49,6 +51,10 @@ SELECT volatility_is('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer', '
 SELECT isnt_strict('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text'],
 	'caught_up is not strict: a NULL target means nothing to wait for');
 SELECT isnt_strict('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer', 'text']);
+SELECT is((SELECT count(*)::int FROM pg_proc
+			WHERE proname = 'caught_up' AND pronamespace = 'replica_gate'::regnamespace
+			  AND pronargdefaults > 0), 0,
+	'caught_up has no default arguments: a default is parsed again at every call');
 SELECT is((SELECT pg_get_function_arguments('replica_gate.wait_for_lsn(pg_lsn, integer, text)'::regprocedure)),
 	'target pg_lsn, timeout_ms integer DEFAULT NULL::integer, mode text DEFAULT ''replay''::text',
 	'wait_for_lsn arguments and defaults');
