@@ -12,8 +12,10 @@ export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 export PATH="$("$PG_CONFIG" --bindir):$PATH"
 if [ "$(id -u)" = 0 ]; then
 	exec runuser -u postgres -- env PG_CONFIG="$PG_CONFIG" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" \
-		bash "$(cd "$(dirname "$0")" && pwd)/$(basename "$0")"
+		bash "$(cd "$(dirname "$0")" && pwd)/$(basename "$0")" "$@"
 fi
+# a failure inside $(...) ends the benchmark too, instead of printing 0
+shopt -s inherit_errexit
 command -v valgrind >/dev/null || { echo "valgrind is not installed (apt-get install valgrind)" >&2; exit 1; }
 cg_dir=/tmp
 [ -d /dev/shm ] && [ -w /dev/shm ] && cg_dir=/dev/shm
@@ -44,8 +46,10 @@ cg_start()
 }
 
 # cg_session PORT N SQL
-#	Run SQL N times in one session on the server at PORT; print the
-#	instruction count of the backend that served it.
+#	Run SQL N times in one session on the server at PORT (an error ends
+#	the benchmark); print the instruction count of the backend that served
+#	it.  What the statements returned is left in $cg_dir/out.txt, after
+#	the backend's PID.
 cg_session()
 {
 	local port=$1 n=$2 sql=$3 pid
@@ -53,13 +57,18 @@ cg_session()
 		echo 'SELECT pg_backend_pid();'
 		for _ in $(seq "$n"); do echo "$sql"; done
 	} > "$cg_dir/in.sql"
-	psql -X -q -At -h "$cg_dir" -p "$port" -d postgres -f "$cg_dir/in.sql" > "$cg_dir/out.txt"
+	psql -X -q -At -v ON_ERROR_STOP=1 -h "$cg_dir" -p "$port" -d postgres -f "$cg_dir/in.sql" \
+		> "$cg_dir/out.txt"
 	pid=$(head -n 1 "$cg_dir/out.txt")
 	# the backend writes its profile when it exits, just after psql does
 	for _ in $(seq 600); do
 		[ -s "$cg_dir/cg.$pid" ] && grep -q '^totals:' "$cg_dir/cg.$pid" && break
 		sleep 0.1
 	done
+	grep -q '^totals:' "$cg_dir/cg.$pid" 2>/dev/null || {
+		echo "$(basename "$0"): no profile of backend $pid" >&2
+		exit 1
+	}
 	sed -n 's/^totals: *\([0-9]*\).*/\1/p' "$cg_dir/cg.$pid"
 }
 

@@ -58,10 +58,13 @@ now_us(void)
 	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
 }
 
+/* A connection to "dsn", with "options" (startup options) unless NULL. */
 static PGconn *
-open_conn(const char *dsn)
+open_conn(const char *dsn, const char *options)
 {
-	PGconn	   *conn = PQconnectdb(dsn);
+	const char *keys[] = {"dbname", "options", NULL};
+	const char *values[] = {dsn, options, NULL};
+	PGconn	   *conn = PQconnectdbParams(keys, values, 1);
 
 	if (PQstatus(conn) != CONNECTION_OK)
 	{
@@ -109,21 +112,14 @@ reader_main(void *arg)
 {
 	Reader	   *r = arg;
 	bool		on_primary = strcmp(mode, "app") == 0 || strcmp(mode, "primary") == 0;
-	PGconn	   *primary = on_primary ? open_conn(primary_dsn) : NULL;
+	PGconn	   *primary = on_primary ? open_conn(primary_dsn, NULL) : NULL;
 	PGconn	   *standby = NULL;
 	unsigned int seed = r->id;
 	double		end;
 
-	if (strcmp(mode, "strong") == 0)
-	{
-		char		dsn[1024];
-
-		snprintf(dsn, sizeof(dsn), "%s options='-c replica_gate.consistency=strong'",
-				 standby_dsn);
-		standby = open_conn(dsn);
-	}
-	else if (strcmp(mode, "primary") != 0)
-		standby = open_conn(standby_dsn);
+	if (strcmp(mode, "primary") != 0)
+		standby = open_conn(standby_dsn, strcmp(mode, "strong") == 0 ?
+							"-c replica_gate.consistency=strong" : NULL);
 	read_once(primary, standby, 0);
 	pthread_barrier_wait(&step);	/* connected */
 	pthread_barrier_wait(&step);	/* go */

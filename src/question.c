@@ -113,7 +113,10 @@ static RgQuestionShared *rg_question = NULL;
 static uint32 rg_question_event = 0;
 static uint32 rg_question_worker_event = 0;
 
-/* What the worker waits for whenever it waits on the primary. */
+/*
+ * The wait event of the worker whenever it waits on the primary (on 17 and
+ * later named on first use, see RG_WAIT_EVENT).
+ */
 #define RG_QUESTION_WORKER_EVENT \
 	RG_WAIT_EVENT(rg_question_worker_event, "ReplicaGateQuestionWorker")
 

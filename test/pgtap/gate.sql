@@ -6,7 +6,7 @@
 \pset tuples_only true
 \pset pager off
 
-SELECT plan(101);
+SELECT plan(107);
 
 -- Signatures.
 SELECT has_schema('replica_gate');
@@ -50,6 +50,11 @@ SELECT volatility_is('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer', 
 SELECT volatility_is('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'volatile');
 SELECT isnt_strict('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text'],
 	'caught_up is not strict: a NULL target means nothing to wait for');
+SELECT isnt_strict('replica_gate', 'caught_up', ARRAY['pg_lsn']);
+SELECT isnt_strict('replica_gate', 'caught_up', ARRAY['text']);
+SELECT is(replica_gate.caught_up(NULL::pg_lsn), true, 'caught_up(pg_lsn): a NULL target passes');
+SELECT is(replica_gate.caught_up(target => '0/0', mode => 'flush'), true,
+	'caught_up takes its arguments by name');
 SELECT isnt_strict('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer', 'text']);
 SELECT is((SELECT count(*)::int FROM pg_proc
 			WHERE proname = 'caught_up' AND pronamespace = 'replica_gate'::regnamespace
@@ -65,6 +70,8 @@ SELECT is((SELECT pg_get_function_arguments('replica_gate.require_lsn(pg_lsn, in
 -- Privileges: the gates are for everyone.
 SELECT schema_privs_are('replica_gate', 'public', ARRAY['USAGE']);
 SELECT function_privs_are('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text'], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'caught_up', ARRAY['pg_lsn'], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'caught_up', ARRAY['text'], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'require_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'waiters', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
