@@ -7,7 +7,8 @@ writes CSV files to the output directory.  Parts:
   ryw    read-your-writes workload through several routers
   wake   wake-up latency of N waiters after replay resumes
   idle   standby CPU while N waiters sit on an unreachable target
-  check  caught_up() against the bare SQL comparison (pgbench)
+  check  caught_up() against the bare SQL comparison (pgbench; then in
+         instructions, bench/check_instructions)
   replay replay speed and standby CPU with and without N waiting sessions
   strong strong reads (gate on 'primary'): latency next to plain reads and
          to asking the primary from the application; questions per read;
@@ -479,6 +480,10 @@ def part_check(args):
     print_table(rows)
     print(f"median ratio caught_up / bare SQL: {statistics.median(ratios):.3f} (goal >= 0.97)")
     write_csv(args, "check.csv", rows)
+    # the same pair in the standby backend's instructions, which do not scatter
+    print("\n== 4b. check cost on a standby, in the backend's instructions", flush=True)
+    subprocess.run(["bash", os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                         "check_instructions")], check=True)
 
 
 # --- 5. replay cost ---------------------------------------------------------------------

@@ -206,6 +206,7 @@ PostgreSQL::Test::Utils::append_to_file($script,
 	  . "SELECT extract(epoch FROM clock_timestamp()) AS woke \\gset\n"
 	  . "\\shell echo :woke >> $times\n");
 my ($pb_out, $pb_err) = ('', '');
+my $crowd_log = -s $standby->logfile;
 my $pgbench = IPC::Run::start(
 	[
 		'pgbench', '-n', '-c', '200', '-j', '2', '-t', '1', '-f', $script,
@@ -226,7 +227,10 @@ $probe = rg_probe_start($standby, $lsn, 'crowd_probe');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 $passed = rg_probe_time($probe);
 $pgbench->finish;
-is($pgbench->result(0), 0, 'pgbench with 200 waiters succeeded');
+is($pgbench->result(0), 0, 'pgbench with 200 waiters succeeded')
+  or diag("pgbench: $pb_err\nthe standby's errors since pgbench started:\n",
+	grep { /ERROR|FATAL/ }
+	  split /^/, substr(slurp_file($standby->logfile), $crowd_log));
 like($pb_out, qr/number of transactions actually processed: 200\/200/,
 	'all 200 waiters returned');
 # Waking 200 backends on 2 cores takes a few ms (bench/README.md), but each
