@@ -11,6 +11,7 @@ OBJS = \
 	src/guard.o \
 	src/question.o \
 	src/remote.o \
+	src/replan.o \
 	src/replica_gate.o \
 	src/session.o \
 	src/set_gate.o \
@@ -43,3 +44,16 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 EXTRA_CLEAN = tmp_check_regress tmp_check
+
+# local_preload_libraries loads libraries only from $libdir/plugins: a link
+# there lets any role load replica_gate when its sessions start, which the
+# session mode needs on a server that does not preload it (README).  The
+# server recognises the link as the library it may have preloaded.
+install: install-plugin-link
+uninstall: uninstall-plugin-link
+.PHONY: install-plugin-link uninstall-plugin-link
+install-plugin-link: install-lib
+	$(MKDIR_P) '$(DESTDIR)$(pkglibdir)/plugins'
+	ln -sf ../$(MODULE_big)$(DLSUFFIX) '$(DESTDIR)$(pkglibdir)/plugins/$(MODULE_big)$(DLSUFFIX)'
+uninstall-plugin-link:
+	rm -f '$(DESTDIR)$(pkglibdir)/plugins/$(MODULE_big)$(DLSUFFIX)'

@@ -13,8 +13,9 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 COMMENT ON FUNCTION primary_token(integer) IS
 'the primary''s position as a token ''<timeline>:<lsn>'', covering every commit acknowledged before the call: on a primary its own (flushed), on a standby asked of the primary within timeout_ms (SQLSTATE RG001 if it cannot be)';
 
--- status() shows the question connection; stats() counts strong reads and
--- questions.  New columns come last, so that a new library fills the old
+-- status() shows the question connection, whether this node serves strong
+-- reads and whether this session loaded the library at its start; stats()
+-- counts strong reads and questions.  New columns come last, so that a new library fills the old
 -- rows too.
 DROP FUNCTION status();
 
@@ -30,13 +31,15 @@ CREATE FUNCTION status(
 	OUT staleness interval,
 	OUT waiters integer,
 	OUT preloaded boolean,
-	OUT question text)
+	OUT question text,
+	OUT strong_reads boolean,
+	OUT loaded_at_start boolean)
 RETURNS record
 AS 'MODULE_PATHNAME', 'rg_status'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION status() IS
-'what this node can serve, in one row: role, WAL positions, timeline, replay and receiver state, staleness bound, waiting gates, whether the library is preloaded here, the state of the connection that asks the primary (standby)';
+'what this node can serve, in one row: role, WAL positions, timeline, replay and receiver state, staleness bound, waiting gates, whether the library is preloaded here, the state of the connection that asks the primary (standby), whether strong reads are served here, whether this session loaded the library at its start (only then do settings given at connection gate its first statements)';
 
 DROP VIEW stats;
 DROP FUNCTION stats();

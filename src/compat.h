@@ -183,6 +183,15 @@ extern PGDLLIMPORT ProtocolVersion FrontendProtocol;
 #define RG_HAVE_PORTAL_SNAPSHOT 1
 #endif
 
+/* Analysing and rewriting a statement with parameters of known types. */
+#if PG_VERSION_NUM >= 150000
+#define RG_ANALYZE_AND_REWRITE(raw, source, types, ntypes, env) \
+	pg_analyze_and_rewrite_fixedparams((raw), (source), (types), (ntypes), (env))
+#else
+#define RG_ANALYZE_AND_REWRITE(raw, source, types, ntypes, env) \
+	pg_analyze_and_rewrite((raw), (source), (types), (ntypes), (env))
+#endif
+
 /* planner_hook gained an ExplainState argument in 19. */
 #if PG_VERSION_NUM >= 190000
 #define RG_PLANNER_ARGS \

@@ -33,10 +33,15 @@
  *    that lasts RG_GUARD_RELEASED_YIELD_MS: most likely another session's.
  *
  * 3. A statement gated by the session mode (session.c) waits after it gave
- *    back its snapshot, holding the locks of its parse analysis and plan:
- *    it watches like a rule-1 gate, and also gives way to a lock conflict
- *    as in rule 2.  If the session holds another snapshot (an open cursor),
- *    it watches as in rule 2.
+ *    back its snapshot.  If it is the first statement of its transaction,
+ *    the locks of its parse analysis and plan are all the locks it holds:
+ *    it gives them back too, and waits as a rule-1 gate does (session.c
+ *    takes them again after the wait, and plans the statement again if the
+ *    catalog changed meanwhile).  Otherwise it keeps them, watches like a
+ *    rule-1 gate, and also gives way to a lock conflict as in rule 2,
+ *    looking every RG_GUARD_LOCK_POLL_MS and, once it has seen one, again
+ *    after RG_GUARD_YIELD_MS.  If the session holds another snapshot (an
+ *    open cursor), it watches as in rule 2.
  *
  * The guard cannot tell which backends the startup process waits for, so a
  * long conflict caused by another session makes a watching gate give way
@@ -51,9 +56,11 @@
 #include "miscadmin.h"
 #include "nodes/plannodes.h"
 #include "storage/bufmgr.h"
+#include "storage/lock.h"
 #include "storage/proc.h"
 #include "tcop/pquery.h"
 #include "utils/portal.h"
+#include "utils/resowner.h"
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
@@ -69,6 +76,13 @@
 #define RG_GUARD_POLL_MS			2
 #define RG_GUARD_YIELD_MS			2
 #define RG_GUARD_RELEASED_YIELD_MS	20
+
+/*
+ * How often a statement that waits without a snapshot but with its locks
+ * (rule 3) looks for a lock conflict: replay is held back at most this long
+ * by it, and a waiting session wakes at most 20 times a second.
+ */
+#define RG_GUARD_LOCK_POLL_MS		50
 
 /*
  * Statements started by this session in its current top-level transaction
@@ -190,12 +204,16 @@ rg_guard_prepare(RgGuard *guard, FunctionCallInfo fcinfo)
 	guard->watching = false;
 	guard->released = false;
 	guard->holds_locks = false;
+	guard->may_unlock = false;
+	guard->unlocked = false;
 }
 
 /*
  * rg_guard_prepare_statement
  *		Set up the guard of a statement gated by the session mode (rule 3):
- *		"released" if the session advertises no xmin any more.
+ *		"released" if the session advertises no xmin any more.  Called
+ *		before the statement is counted: it may give back its locks if no
+ *		statement ran before it in its transaction.
  */
 void
 rg_guard_prepare_statement(RgGuard *guard, bool released)
@@ -204,6 +222,27 @@ rg_guard_prepare_statement(RgGuard *guard, bool released)
 	guard->watching = false;
 	guard->released = released;
 	guard->holds_locks = released;
+	guard->may_unlock = released &&
+		(rg_guard_lxid != RG_MY_LXID || rg_guard_statements == 0);
+	guard->unlocked = false;
+}
+
+/*
+ * rg_guard_unlock
+ *		Give back the locks of the statement being gated, which are all the
+ *		locks of its transaction (rule 3): those of the current transaction
+ *		or subtransaction, where parse analysis and planning took them.
+ */
+static void
+rg_guard_unlock(RgGuard *guard)
+{
+	ResourceOwner saved = CurrentResourceOwner;
+
+	CurrentResourceOwner = CurTransactionResourceOwner;
+	LockReleaseCurrentOwner(NULL, 0);
+	CurrentResourceOwner = saved;
+	guard->holds_locks = false;
+	guard->unlocked = true;
 }
 
 /*
@@ -221,6 +260,8 @@ rg_guard_begin(RgGuard *guard)
 		guard->released = rg_guard_gate_alone(guard->fcinfo);
 	if (!guard->released)
 		return;
+	if (guard->may_unlock && !guard->unlocked)
+		rg_guard_unlock(guard);
 
 	/*
 	 * Nothing reads with the statement's snapshot any more; a catalog
@@ -271,7 +312,24 @@ rg_guard_replay_conflict(bool *quiet)
 long
 rg_guard_poll_ms(const RgGuard *guard)
 {
-	return (guard != NULL && guard->watching) ? RG_GUARD_POLL_MS : 0;
+	if (guard == NULL || !guard->watching)
+		return 0;
+	/* rule 3 with locks, nothing seen yet: look now and then */
+	if (guard->released && guard->released_at == InvalidXLogRecPtr &&
+		guard->conflict_since == 0)
+		return RG_GUARD_LOCK_POLL_MS;
+	return RG_GUARD_POLL_MS;
+}
+
+/*
+ * rg_guard_polls_fast
+ *		Does the gate look again within a few milliseconds anyway, so that
+ *		it need not be woken when its target is reached?
+ */
+bool
+rg_guard_polls_fast(const RgGuard *guard)
+{
+	return rg_guard_poll_ms(guard) == RG_GUARD_POLL_MS;
 }
 
 /*

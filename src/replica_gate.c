@@ -8,11 +8,14 @@
  * primary for its position (strong reads, question.c) and, on PostgreSQL 13
  * to 18, the waiter registry and the replay watcher, so that waiting backends sleep until
  * their target is replayed (19 and later wait in core's registry, preloaded
- * or not).  Loaded on demand (the first call of one of its functions in a
- * session), the gates work the same way but on 13 to 18 each waiting
- * backend polls the replay position every replica_gate.poll_interval, and
- * the SET form only works in sessions that loaded the library before the
- * SET (see set_gate.c).
+ * or not).  Loaded at session start (local_preload_libraries, for which
+ * make install links the library into $libdir/plugins, or
+ * session_preload_libraries), or on demand (the first call of one of its
+ * functions in a session), the gates work the same way but on 13 to 18 each
+ * waiting backend polls the replay position every replica_gate.poll_interval,
+ * and strong reads fail (RG001: no question worker).  Loaded on demand, the
+ * SET form and the session mode only hold from then on (see set_gate.c and
+ * session.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -22,6 +25,7 @@
 
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "tcop/tcopprot.h"
 
 #include "guard.h"
 #include "question.h"
@@ -34,6 +38,7 @@
 RG_MODULE_MAGIC;
 
 bool		rg_preloaded = false;
+bool		rg_loaded_at_start = false;
 int			rg_default_timeout = 1000;
 static char *rg_version_guc = NULL;
 int			rg_max_timeout = 60000;
@@ -106,6 +111,13 @@ rg_define_settings(void)
 void
 _PG_init(void)
 {
+	/*
+	 * Libraries are preloaded at session start before any statement; a
+	 * call or LOAD loads them while a statement runs.
+	 */
+	rg_loaded_at_start = process_shared_preload_libraries_in_progress ||
+		debug_query_string == NULL;
+
 	rg_define_settings();
 	rg_set_gate_init();
 	rg_token_init();

@@ -20,8 +20,13 @@
 #define ERRCODE_RG_WRITE_LOST		MAKE_SQLSTATE('R','G','0','0','2') /* lost in a failover */
 #define ERRCODE_RG_UNKNOWN_TIMELINE	MAKE_SQLSTATE('R','G','0','0','3') /* not in our history */
 
-/* Settings, and whether the library was preloaded (replica_gate.c). */
+/*
+ * Settings, whether the library was preloaded, and whether it was loaded
+ * when this session started (preloaded, or local_preload_libraries and
+ * session_preload_libraries), as opposed to by a later call (replica_gate.c).
+ */
 extern bool rg_preloaded;
+extern bool rg_loaded_at_start;
 extern int	rg_default_timeout;
 extern int	rg_max_timeout;
 extern double rg_poll_interval;

@@ -5,8 +5,10 @@
  *		replica_gate.consistency = 'strong', which makes every statement
  *		that takes a new snapshot on a standby first gate on 'primary' (a
  *		strong read), and the session token floor replica_gate.read_after,
- *		which makes it first gate on that token.  On a primary both cost a
- *		flag test per statement.
+ *		which makes it first gate on that token.  On a primary the mode
+ *		costs a flag test per statement, and the floor is checked against
+ *		the server's timeline history once (a write lost in a failover
+ *		fails every read, RG002).
  *
  * Which statements.  A statement gates before its snapshot when it starts
  * at the top level of the session, in the portal that runs it (not inside
@@ -24,13 +26,13 @@
  * just been taken, and replaces it: it gives the snapshot back, waits, and
  * takes a new one, taken after the wait, for the statement to read with.
  * While it waits the session advertises no xmin, unless something else of
- * it holds a snapshot (an open cursor); the locks of the statement's parse
- * analysis stay held, so the wait is guarded (guard.c, rule 3): it gives
- * way, raising RG001, rather than hold back replay on a lock conflict.  The
- * plan, too, was made before the wait: if replay attached or detached a
- * partition of one of the statement's tables meanwhile, the plan may not
- * match the snapshot taken after, and the statement fails with RG001
- * rather than run (see rg_session_gate_plan).
+ * it holds a snapshot (an open cursor).  The first statement of a
+ * transaction gives back the locks of its parse analysis too, and takes
+ * them again after the wait (guard.c, rule 3); a later one keeps them and
+ * gives way, raising RG001, rather than hold back replay on a lock
+ * conflict.  The plan, too, was made before the wait: if replay changed
+ * the catalog meanwhile, the statement is planned again from its text
+ * before it runs (replan.c), so that its plan is as new as its snapshot.
  *
  * A REPEATABLE READ or SERIALIZABLE transaction keeps the snapshot of its
  * first statement, which cannot be replaced: it gates at its BEGIN (or at
@@ -43,9 +45,13 @@
  * transaction gate again before its snapshot.  Nothing runs ungated.
  *
  * Without shared_preload_libraries the hooks exist only once the library is
- * loaded in the session: statements before that are not gated.  The mode
- * is reported to the client (GUC_REPORT) only where the library is loaded,
- * so a client sees at connection start whether it holds.
+ * loaded in the session: statements before that are not gated.  So the way
+ * to turn the mode on for a role loads the library with it at session start
+ * (ALTER ROLE ... SET local_preload_libraries = 'replica_gate'); a session
+ * that loads it later with the mode or floor already set fails its first
+ * gate (55000), as its earlier reads ran ungated.  The mode is reported to
+ * the client (GUC_REPORT) only where the library is loaded, so a client
+ * sees at connection start whether it holds.
  *
  *-------------------------------------------------------------------------
  */
@@ -54,19 +60,17 @@
 #include "access/parallel.h"
 #include "access/xact.h"
 #include "catalog/objectaccess.h"
-#include "catalog/pg_class.h"
 #include "commands/defrem.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "optimizer/planner.h"
 #include "storage/proc.h"
-#include "storage/sinval.h"
+#include "storage/lmgr.h"
 #include "tcop/tcopprot.h"
 #include "tcop/pquery.h"
 #include "utils/guc.h"
 #include "utils/inval.h"
-#include "utils/lsyscache.h"
 #include "utils/portal.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
@@ -74,6 +78,7 @@
 
 #include "gate.h"
 #include "guard.h"
+#include "replan.h"
 #include "session.h"
 #include "target.h"
 
@@ -92,9 +97,19 @@ static const struct config_enum_entry rg_consistency_options[] = {
 static int	rg_consistency = RG_CONSISTENCY_EVENTUAL;
 static char *rg_read_after_guc = NULL;
 
-/* replica_gate.read_after, parsed by its assign hook */
+/*
+ * replica_gate.read_after, parsed by its assign hook, and the timeline a
+ * primary found it in its history on (0: not checked since it was set).
+ */
 static bool rg_read_after_set = false;
 static RgTarget rg_read_after;
+static TimeLineID rg_read_after_checked = 0;
+
+/*
+ * The library was loaded after the mode or the floor had been set in this
+ * session: the statements before ran ungated, and the next gate fails.
+ */
+static bool rg_session_missed = false;
 
 /* Executor and utility nesting: 0 at the top level of the session. */
 static int	rg_session_depth = 0;
@@ -104,16 +119,6 @@ static int	rg_session_depth = 0;
  * then (a change of either forgets it).
  */
 static LocalTransactionId rg_session_gated_lxid = InvalidLocalTransactionId;
-
-/*
- * Relations invalidated while a statement waited: up to RG_SESSION_INVALS,
- * "all" beyond that or for a reset of the whole relation cache.
- */
-#define RG_SESSION_INVALS 16
-static bool rg_session_watching = false;
-static bool rg_session_inval_all = false;
-static int	rg_session_ninvals = 0;
-static Oid	rg_session_invals[RG_SESSION_INVALS];
 
 static ExecutorStart_hook_type rg_session_prev_executor_start = NULL;
 static planner_hook_type rg_session_prev_planner = NULL;
@@ -151,6 +156,7 @@ rg_session_assign_read_after(const char *newval, void *extra)
 	rg_read_after_set = (newval != NULL && newval[0] != '\0');
 	if (rg_read_after_set)
 		(void) rg_target_scan(newval, &rg_read_after);
+	rg_read_after_checked = 0;
 	rg_session_gated_lxid = InvalidLocalTransactionId;
 }
 
@@ -162,30 +168,51 @@ rg_session_assign_consistency(int newval, void *extra)
 }
 
 /*
- * rg_session_relcache_inval
- *		Relation cache callback: note what is invalidated while a statement
- *		waits.
+ * rg_session_xact_callback
+ *		The end of a transaction lies between statements (replan.c).
  */
 static void
-rg_session_relcache_inval(Datum arg, Oid relid)
+rg_session_xact_callback(XactEvent event, void *arg)
 {
-	if (!rg_session_watching)
+	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
+		event == XACT_EVENT_PREPARE)
+		rg_replan_mark();
+}
+
+/*
+ * rg_session_check_floor
+ *		On a primary, reads are fresh, but a floor whose write this server's
+ *		history excludes (lost in a failover: RG002; an unknown timeline:
+ *		RG003) or never had fails them, as the floor's gate would on a
+ *		standby.  Checked once per floor and timeline.
+ */
+static void
+rg_session_check_floor(void)
+{
+	TimeLineID	tli = RG_INSERT_TLI();
+
+	if (rg_read_after_checked == tli)
 		return;
-	if (relid == InvalidOid || rg_session_ninvals == RG_SESSION_INVALS)
-		rg_session_inval_all = true;
-	else
-		rg_session_invals[rg_session_ninvals++] = relid;
+	rg_gate_require(&rg_read_after, RG_MODE_REPLAY, 0, NULL);
+	rg_read_after_checked = tli;
 }
 
 /*
  * rg_session_wanted
- *		Must the statements of this session gate here?
+ *		Must the statements of this session gate here?  Only on a standby;
+ *		on a primary a floor is checked instead.
  */
 static bool
 rg_session_wanted(void)
 {
-	return (rg_consistency == RG_CONSISTENCY_STRONG || rg_read_after_set) &&
-		rg_session_depth == 0 && !IsParallelWorker() && RecoveryInProgress();
+	if (!(rg_consistency == RG_CONSISTENCY_STRONG || rg_read_after_set) ||
+		rg_session_depth != 0 || IsParallelWorker())
+		return false;
+	if (RecoveryInProgress())
+		return true;
+	if (rg_read_after_set)
+		rg_session_check_floor();
+	return false;
 }
 
 /* Error context of a session gate: which setting made the statement wait. */
@@ -199,10 +226,13 @@ rg_session_error_context(void *arg)
 /*
  * rg_session_gate
  *		Gate on the floor, then on the primary's position, as the session
- *		asks, each within replica_gate.default_timeout.  The caller holds no
- *		snapshot it will read with.
+ *		asks, each within replica_gate.default_timeout, then consume the
+ *		invalidation messages of what was replayed.  The caller holds no
+ *		snapshot it will read with.  Returns whether the statement gave
+ *		back its locks to wait (guard.c, rule 3): the caller takes again
+ *		those it needs.
  */
-static void
+static bool
 rg_session_gate(void)
 {
 	RgGuard		guard;
@@ -215,6 +245,15 @@ rg_session_gate(void)
 	context.previous = error_context_stack;
 	error_context_stack = &context;
 
+	if (rg_session_missed)
+	{
+		rg_session_missed = false;
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("earlier statements of this session were not gated"),
+				 errdetail("replica_gate.consistency or replica_gate.read_after was set in this session before replica_gate was loaded, so the reads before it ran ungated."),
+				 errhint("Load the library at session start: ALTER ROLE ... SET local_preload_libraries = 'replica_gate', or add it to shared_preload_libraries on this server.")));
+	}
 	InvalidateCatalogSnapshot();
 	rg_guard_prepare_statement(&guard, !TransactionIdIsValid(RG_MY_XMIN));
 	if (rg_read_after_set)
@@ -231,58 +270,55 @@ rg_session_gate(void)
 		rg_gate_require(&primary, RG_MODE_REPLAY, (int) Max(left, 0), &guard);
 	}
 	error_context_stack = context.previous;
+	AcceptInvalidationMessages();
+	return guard.unlocked;
 }
 
 /*
- * rg_session_gate_plan
- *		rg_session_gate for a statement planned before the wait: fail if
- *		replay changed the partitions of one of its partitioned tables
- *		meanwhile.
- *
- * Every other change a plan depends on (a dropped column or index, a new
- * relfilenode) takes an AccessExclusiveLock on the primary, which replay
- * takes too: it waits for the lock this statement holds, and the guard
- * gives way.  Attaching or detaching a partition takes a weaker lock, and
- * replay applies it during the wait; the plan then covers other partitions
- * than the snapshot taken after.  Other invalidations (a VACUUM's new
- * statistics, every few seconds under write load) leave the plan right.
+ * rg_session_relock
+ *		Take again the locks a plan needs, after its statement gave them
+ *		back to wait: those of its range table, as the plan cache takes
+ *		them for a cached plan.
  */
 static void
-rg_session_gate_plan(PlannedStmt *stmt)
+rg_session_relock(const PlannedStmt *stmt)
 {
 	ListCell   *lc;
-	bool		changed = false;
 
-	rg_session_watching = true;
-	rg_session_inval_all = false;
-	rg_session_ninvals = 0;
-	PG_TRY();
+	foreach(lc, stmt->rtable)
 	{
-		rg_session_gate();
-		AcceptInvalidationMessages();
-	}
-	PG_FINALLY();
-	{
-		rg_session_watching = false;
-	}
-	PG_END_TRY();
+		RangeTblEntry *rte = lfirst_node(RangeTblEntry, lc);
 
-	foreach(lc, stmt->relationOids)
-	{
-		bool		invalidated = rg_session_inval_all;
-
-		for (int i = 0; i < rg_session_ninvals; i++)
-			invalidated |= (rg_session_invals[i] == lfirst_oid(lc));
-		if (invalidated &&
-			get_rel_relkind(lfirst_oid(lc)) == RELKIND_PARTITIONED_TABLE)
-			changed = true;
+		if (OidIsValid(rte->relid) && rte->rellockmode != NoLock &&
+			(rte->rtekind == RTE_RELATION || rte->rtekind == RTE_SUBQUERY))
+			LockRelationOid(rte->relid, rte->rellockmode);
 	}
-	if (changed)
-		ereport(ERROR,
-				(errcode(ERRCODE_RG_REPLICA_BEHIND),
-				 errmsg("the partitions of a table of the statement changed while it waited for replay"),
-				 errdetail("The statement was planned before its gate; its plan may not cover the partitions it would now read."),
-				 errhint("Run the statement again, or on the primary.")));
+}
+
+/*
+ * rg_session_gate_query
+ *		Gate a query the executor is starting, whose snapshot the caller
+ *		gave back, then make sure its plan is as new as the snapshot it
+ *		will take: plan it again if replay changed the catalog since before
+ *		it was parsed (replan.c).
+ */
+static void
+rg_session_gate_query(QueryDesc *queryDesc)
+{
+	if (rg_session_gate())
+		rg_session_relock(queryDesc->plannedstmt);
+	if (rg_replan_needed())
+	{
+		PushActiveSnapshot(GetTransactionSnapshot());
+		queryDesc->plannedstmt = rg_replan(queryDesc->sourceText,
+										   queryDesc->plannedstmt,
+										   queryDesc->params,
+										   queryDesc->queryEnv,
+										   CURSOR_OPT_PARALLEL_OK);
+		queryDesc->operation = queryDesc->plannedstmt->commandType;
+		PopActiveSnapshot();
+	}
+	rg_replan_mark();
 }
 
 /*
@@ -346,7 +382,7 @@ rg_session_executor_start(QueryDesc *queryDesc, int eflags)
 				rg_session_refuse();
 			UnregisterSnapshot(queryDesc->snapshot);
 			PopActiveSnapshot();
-			rg_session_gate_plan(queryDesc->plannedstmt);
+			rg_session_gate_query(queryDesc);
 			PushActiveSnapshot(GetTransactionSnapshot());
 			queryDesc->snapshot = RegisterSnapshot(GetActiveSnapshot());
 		}
@@ -478,14 +514,18 @@ rg_session_utility_reads(Node *stmt)
  * rg_session_utility_gate
  *		Gate a top-level utility statement that reads: give back the
  *		snapshot its portal pushed (and holds for the rows it returns), gate,
- *		and push a new one in its place.  Returns the snapshot pushed, which
- *		13 leaves to us to pop.
+ *		and push a new one in its place; then plan *pstmt again if replay
+ *		changed the catalog, or if it gave back its locks to wait (which of
+ *		them it needs, only its parse analysis knew).  Returns the snapshot
+ *		pushed, which 13 leaves to us to pop.
  */
 static Snapshot
-rg_session_utility_gate(void)
+rg_session_utility_gate(PlannedStmt **pstmt, const char *queryString,
+						ParamListInfo params, QueryEnvironment *queryEnv)
 {
 	Portal		portal = ActivePortal;
 	bool		hold;
+	bool		unlocked;
 
 	if (IsolationUsesXactSnapshot())
 	{
@@ -511,7 +551,7 @@ rg_session_utility_gate(void)
 	if (ActiveSnapshotSet())
 		rg_session_refuse();
 
-	rg_session_gate();
+	unlocked = rg_session_gate();
 
 #ifdef RG_HAVE_PORTAL_SNAPSHOT
 	EnsurePortalSnapshotExists();
@@ -521,6 +561,10 @@ rg_session_utility_gate(void)
 	if (hold)
 		portal->holdSnapshot = RegisterSnapshotOnOwner(GetActiveSnapshot(),
 													   portal->resowner);
+	if (rg_replan_needed() || unlocked)
+		*pstmt = rg_replan(queryString, *pstmt, params, queryEnv,
+						   CURSOR_OPT_PARALLEL_OK);
+	rg_replan_mark();
 	return GetActiveSnapshot();
 }
 
@@ -572,7 +616,7 @@ rg_session_utility(RG_UTILITY_ARGS)
 				 errmsg("SET TRANSACTION SNAPSHOT cannot be gated"),
 				 errdetail("replica_gate.consistency is \"strong\" or replica_gate.read_after is set, and an imported snapshot was taken before a gate could run.")));
 	if (at_top && rg_session_utility_reads(stmt))
-		pushed = rg_session_utility_gate();
+		pushed = rg_session_utility_gate(&pstmt, queryString, params, queryEnv);
 
 	rg_session_depth++;
 	PG_TRY();
@@ -646,5 +690,14 @@ rg_session_init(void)
 	planner_hook = rg_session_planner;
 	rg_session_prev_object_access = object_access_hook;
 	object_access_hook = rg_session_object_access;
-	CacheRegisterRelcacheCallback(rg_session_relcache_inval, (Datum) 0);
+	RegisterXactCallback(rg_session_xact_callback, NULL);
+	rg_replan_mark();
+	rg_session_missed = !rg_loaded_at_start && RecoveryInProgress() &&
+		(rg_consistency != RG_CONSISTENCY_EVENTUAL || rg_read_after_set);
+	if (rg_session_missed)
+		ereport(WARNING,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("replica_gate.consistency or replica_gate.read_after was set before replica_gate was loaded in this session"),
+				 errdetail("The reads before it were not gated. The next gated statement of this session will fail."),
+				 errhint("Load the library at session start: ALTER ROLE ... SET local_preload_libraries = 'replica_gate'.")));
 }

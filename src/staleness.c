@@ -327,8 +327,8 @@ Datum
 rg_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[12];
-	bool		nulls[12] = {0};
+	Datum		values[14];
+	bool		nulls[14] = {0};
 	int64		us;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -368,6 +368,10 @@ rg_status(PG_FUNCTION_ARGS)
 	/* the question connection, on a standby (from version 0.4.0 on) */
 	values[11] = CStringGetTextDatum(rg_question_state());
 	nulls[11] = !RecoveryInProgress();
+	/* a standby serves them only through its question worker */
+	values[12] = BoolGetDatum(!RecoveryInProgress() ||
+							 strcmp(rg_question_state(), "off") != 0);
+	values[13] = BoolGetDatum(rg_loaded_at_start);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -243,13 +243,14 @@ rg_wait_for_target(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 							TimestampTzPlusMilliseconds(GetCurrentTimestamp(),
 														look_ms));
 			/*
-			 * A watching guard looks again within milliseconds anyway: sleep
-			 * on the latch alone, without entering the waiters' registry.
-			 * Otherwise sleep there, unless the LSN is reached and only a
-			 * token's timeline is not yet.
+			 * A guard that looks again within milliseconds anyway sleeps on
+			 * the latch alone, without entering the waiters' registry.
+			 * Otherwise sleep there, to be woken when the target is reached,
+			 * unless the LSN is reached and only a token's timeline is not
+			 * yet.
 			 */
 			if (rg_standby_position(mode, NULL) < target->lsn &&
-				rg_guard_poll_ms(guard) == 0)
+				!rg_guard_polls_fast(guard))
 				rg_wait_for_lsn(target->lsn, mode, until);
 			else
 				(void) rg_wait_sleep(until, 0,

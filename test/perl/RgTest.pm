@@ -22,7 +22,7 @@ our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
   rg_probe_time rg_woke_at rg_median rg_watcher_runs rg_replay_holds
   rg_conflict_sampler rg_conflict_longest rg_pause_replay rg_build_client
-  RG_WAKE_BOUND_MS);
+  rg_pgbouncer RG_WAKE_BOUND_MS);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -81,6 +81,47 @@ sub rg_bg_finish
 	$h->{elapsed} = tv_interval($h->{start});
 	chomp $h->{stdout};
 	return $h;
+}
+
+# rg_pgbouncer($dir, $users, name => $node, ...)
+#	Start pgbouncer in transaction pooling mode on a socket in $dir, with a
+#	database of each given name pointing at the database postgres of its
+#	node, letting in each of the roles in @$users (and the OS user) as
+#	itself.  Returns (port, the IPC::Run handle); kill_kill it at the end.
+sub rg_pgbouncer
+{
+	my ($dir, $users, %dbs) = @_;
+	my $port = PostgreSQL::Test::Cluster::get_free_port();
+	my $user = `id -un`;
+	chomp $user;
+	my $databases = join('', map {
+		"$_ = host=@{[$dbs{$_}->host]} port=@{[$dbs{$_}->port]} dbname=postgres\n"
+	} sort keys %dbs);
+	PostgreSQL::Test::Utils::append_to_file("$dir/pgbouncer.ini", qq{
+[databases]
+$databases
+[pgbouncer]
+listen_addr =
+listen_port = $port
+unix_socket_dir = $dir
+auth_type = trust
+auth_file = $dir/userlist.txt
+pool_mode = transaction
+default_pool_size = 4
+logfile = $dir/pgbouncer.log
+pidfile = $dir/pgbouncer.pid
+});
+	PostgreSQL::Test::Utils::append_to_file("$dir/userlist.txt",
+		join('', map { qq{"$_" ""\n} } $user, @$users));
+	my ($out, $err);
+	my $h = IPC::Run::start([ '/usr/sbin/pgbouncer', "$dir/pgbouncer.ini" ],
+		'>', \$out, '2>', \$err);
+	foreach (1 .. 100)
+	{
+		last if -S "$dir/.s.PGSQL.$port";
+		Time::HiRes::sleep(0.1);
+	}
+	return ($port, $h);
 }
 
 # rg_build_client($name)

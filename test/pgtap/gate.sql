@@ -39,7 +39,7 @@ SELECT columns_are('replica_gate', 'stats', ARRAY['calls', 'immediate', 'waits',
 	'waits_le_1s', 'waits_le_10s', 'waits_gt_10s', 'stats_reset', 'gave_way', 'strong_reads',
 	'questions', 'questions_failed', 'question_time']);
 SELECT is(pg_get_function_arguments('replica_gate.status()'::regprocedure),
-	'OUT role text, OUT replay_lsn pg_lsn, OUT receive_lsn pg_lsn, OUT insert_lsn pg_lsn, OUT flush_lsn pg_lsn, OUT timeline integer, OUT replay_paused boolean, OUT streaming boolean, OUT staleness interval, OUT waiters integer, OUT preloaded boolean, OUT question text',
+	'OUT role text, OUT replay_lsn pg_lsn, OUT receive_lsn pg_lsn, OUT insert_lsn pg_lsn, OUT flush_lsn pg_lsn, OUT timeline integer, OUT replay_paused boolean, OUT streaming boolean, OUT staleness interval, OUT waiters integer, OUT preloaded boolean, OUT question text, OUT strong_reads boolean, OUT loaded_at_start boolean',
 	'status() columns');
 SELECT function_returns('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text'], 'boolean');
 SELECT function_returns('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'boolean');

@@ -130,6 +130,99 @@ $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 rg_bg_finish($w);
 is($w->{stdout}, 'set', 'the SET form waits once the library is loaded');
 
+# --- the session mode and the token floor without preload ---------------------
+# The way to turn the mode on for a role loads the library in its sessions
+# (local_preload_libraries, which make install links into $libdir/plugins)
+# with it, on every node: then a strong read on this standby, which has no
+# question worker, fails closed (RG001), whether the settings come from the
+# role (directly or through pgbouncer) or from the connection (PGOPTIONS).
+$primary->safe_psql('postgres', q{
+CREATE ROLE loaded LOGIN;
+ALTER ROLE loaded SET local_preload_libraries = 'replica_gate';
+ALTER ROLE loaded SET replica_gate.consistency = 'strong';
+ALTER ROLE loaded SET replica_gate.default_timeout = '500ms';
+CREATE ROLE unloaded LOGIN;
+ALTER ROLE unloaded SET replica_gate.consistency = 'strong';
+GRANT SELECT ON t TO loaded, unloaded;
+});
+$primary->wait_for_catchup($standby->name, 'replay');
+my $as = sub { $standby->connstr('postgres') . " user=$_[0]" };
+my $psql = sub {
+	my ($dsn, @sql) = @_;
+	my ($o, $e) = ('', '');
+	IPC::Run::run([ 'psql', '-XAtq', '-v', 'VERBOSITY=verbose', '-d', $dsn,
+			map { ('-c', $_) } @sql ], '>', \$o, '2>', \$e);
+	chomp $o;
+	return ($o, $e);
+};
+
+is(($psql->($as->('loaded') . ' options=-creplica_gate.consistency=eventual',
+			'SELECT preloaded, strong_reads, loaded_at_start FROM replica_gate.status()'))[0],
+	'f|f|t', 'status() on the standby, as the role: not preloaded, no strong reads here, the library loaded at session start');
+is(($psql->($as->('unloaded'), 'SELECT loaded_at_start FROM replica_gate.status()'))[0],
+	'f', 'status() in a session that loaded the library by calling it: not loaded at start');
+is($primary->safe_psql('postgres', 'SELECT strong_reads FROM replica_gate.status()'),
+	't', 'status() on the primary: strong reads are served');
+
+rg_pause_replay($standby);
+$primary->safe_psql('postgres', "UPDATE t SET v = 'unseen' WHERE id = 1");
+my $dir = PostgreSQL::Test::Utils::tempdir_short;
+my ($bport) = rg_pgbouncer($dir, [ 'loaded', 'unloaded' ], standby => $standby);
+local $ENV{PGMAXPROTOCOLVERSION} = '3.0';    # Debian 12's pgbouncer
+my %ways = (
+	'ALTER ROLE' => $as->('loaded'),
+	'PGOPTIONS' => $standby->connstr('postgres')
+	  . q{ options='-c local_preload_libraries=replica_gate -c replica_gate.consistency=strong'},
+	'pgbouncer, the role setting' => "host=$dir port=$bport dbname=standby user=loaded");
+for my $way (sort keys %ways)
+{
+	my ($o, $e) = $psql->($ways{$way}, 'SELECT v FROM t WHERE id = 1');
+	like($e, qr/RG001: could not learn the primary's position/,
+		"$way: a strong read on a standby without preload raises RG001");
+	is($o, '', "$way: and returns no row, never the stale one");
+}
+
+# The token floor needs no question: with the library loaded at session
+# start (PGOPTIONS here) a read under it waits, polling, and sees the write.
+my $token = $primary->safe_psql('postgres',
+	"UPDATE t SET v = 'floor' WHERE id = 1; SELECT replica_gate.last_commit_token()");
+my ($fo, $fe) = ('', '');
+my $fh = IPC::Run::start(
+	[ 'psql', '-XAtq', '-d', $standby->connstr('postgres')
+		  . qq{ application_name=floor_reader options='-c local_preload_libraries=replica_gate -c replica_gate.read_after=$token -c replica_gate.default_timeout=60s'},
+	  '-c', 'SELECT v FROM t WHERE id = 1' ],
+	'>', \$fo, '2>', \$fe);
+rg_pid_of($standby, 'floor_reader');
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+$fh->finish;
+is($fo, "floor\n", 'PGOPTIONS: a read under replica_gate.read_after waits and sees the write') or diag($fe);
+
+# Without the library setting, the mode cannot hold where the library is not
+# preloaded, and the client can tell at connection start: the server
+# reports the mode (ParameterStatus) only where the library is loaded.  Once
+# the library gets loaded in such a session, it warns, and the next
+# statement fails rather than pretend the earlier ones were gated.
+my $reported = q{
+import sys, psycopg
+with psycopg.connect(sys.argv[1]) as c:
+    print(c.info.parameter_status("replica_gate.consistency"))
+};
+my ($ro, $re) = ('', '');
+IPC::Run::run([ '/usr/bin/python3', '-c', $reported, $as->('loaded') ], '>', \$ro, '2>', \$re);
+is($ro, "strong\n", 'with the library setting, the mode is reported at connection start') or diag($re);
+IPC::Run::run([ '/usr/bin/python3', '-c', $reported, $as->('unloaded') ], '>', \$ro, '2>', \$re);
+is($ro, "None\n", 'without it, it is not: the client can refuse the session') or diag($re);
+rg_pause_replay($standby);
+$primary->safe_psql('postgres', "UPDATE t SET v = 'missed' WHERE id = 1");
+my ($mo, $me) = $psql->($as->('unloaded'), 'SELECT v FROM t WHERE id = 1',
+	'SELECT replica_gate.caught_up(NULL::pg_lsn)', 'SELECT v FROM t WHERE id = 1');
+is($mo, "floor\nt", 'the read before the library was loaded was not gated (stale); the one after did not run');
+like($me, qr/WARNING:  55000: replica_gate.consistency or replica_gate.read_after was set before replica_gate was loaded in this session/,
+	'loading the library warns');
+like($me, qr/ERROR:  55000: earlier statements of this session were not gated/,
+	'and the next statement fails');
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+
 $primary->stop;
 $standby->stop;
 done_testing();

@@ -14,7 +14,6 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RgTest;
 use Test::More;
-use Time::HiRes qw(sleep);
 
 my $pgbouncer = '/usr/sbin/pgbouncer';
 plan skip_all => 'pgbouncer is not installed' unless -x $pgbouncer;
@@ -30,31 +29,8 @@ $primary->safe_psql('postgres',
 $primary->wait_for_catchup($standby->name, 'replay');
 
 my $dir = PostgreSQL::Test::Utils::tempdir_short;
-my $port = PostgreSQL::Test::Cluster::get_free_port();
-my $user = `id -un`;
-chomp $user;
-PostgreSQL::Test::Utils::append_to_file("$dir/pgbouncer.ini", qq{
-[databases]
-primary = host=@{[$primary->host]} port=@{[$primary->port]} dbname=postgres user=$user
-standby = host=@{[$standby->host]} port=@{[$standby->port]} dbname=postgres user=$user
-[pgbouncer]
-listen_addr =
-listen_port = $port
-unix_socket_dir = $dir
-auth_type = any
-pool_mode = transaction
-default_pool_size = 4
-logfile = $dir/pgbouncer.log
-pidfile = $dir/pgbouncer.pid
-});
-my $bouncer = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
-	'>', \my $b_out, '2>', \my $b_err);
+my ($port, $bouncer) = rg_pgbouncer($dir, [], primary => $primary, standby => $standby);
 my $via = sub { "host=$dir port=$port dbname=$_[0]" };
-foreach (1 .. 50)
-{
-	last if -S "$dir/.s.PGSQL.$port";
-	sleep 0.1;
-}
 
 # Run psql through pgbouncer.
 sub bounced

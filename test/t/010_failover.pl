@@ -74,7 +74,8 @@ sub lost_everywhere
 		"SELECT replica_gate.wait_for_lsn('$lost', 30000)",
 		"SELECT replica_gate.require_lsn('$lost', 30000)",
 		"SELECT replica_gate.caught_up('$lost', 'flush')",
-		"SET replica_gate.default_timeout = 30000; SET replica_gate.require_lsn = '$lost'")
+		"SET replica_gate.default_timeout = 30000; SET replica_gate.require_lsn = '$lost'",
+		"SET replica_gate.default_timeout = 30000; SET replica_gate.read_after = '$lost'; SELECT v FROM t WHERE id = 1")
 	{
 		my $t0 = [gettimeofday];
 		my ($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\n$gate");

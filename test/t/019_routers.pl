@@ -46,27 +46,8 @@ $primary->wait_for_catchup($standby->name, 'replay');
 my $dir = PostgreSQL::Test::Utils::tempdir_short;
 
 # --- the routers ----------------------------------------------------------------
-my $bport = PostgreSQL::Test::Cluster::get_free_port();
-PostgreSQL::Test::Utils::append_to_file("$dir/pgbouncer.ini", qq{
-[databases]
-primary = host=@{[$primary->host]} port=@{[$primary->port]} dbname=postgres
-standby = host=@{[$standby->host]} port=@{[$standby->port]} dbname=postgres
-[pgbouncer]
-listen_addr =
-listen_port = $bport
-unix_socket_dir = $dir
-auth_type = trust
-auth_file = $dir/userlist.txt
-pool_mode = transaction
-default_pool_size = 4
-logfile = $dir/pgbouncer.log
-pidfile = $dir/pgbouncer.pid
-});
-# each role connects as itself (trust, as the servers of this test)
-PostgreSQL::Test::Utils::append_to_file("$dir/userlist.txt",
-	qq{"$user" ""\n"strong_reader" ""\n});
-my $bouncer = IPC::Run::start([ $pgbouncer, "$dir/pgbouncer.ini" ],
-	'>', \my $b_out, '2>', \my $b_err);
+my ($bport, $bouncer) = rg_pgbouncer($dir, ['strong_reader'],
+	primary => $primary, standby => $standby);
 
 my $pport = PostgreSQL::Test::Cluster::get_free_port();
 PostgreSQL::Test::Utils::append_to_file("$dir/pgpool.conf", qq{
@@ -163,7 +144,7 @@ for my $name (sort keys %routers)
 	foreach (1 .. 100)
 	{
 		$waiting = $standby->safe_psql('postgres',
-			"SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Extension' AND backend_type = 'client backend'");
+			"SELECT count(*) FROM pg_stat_activity WHERE (wait_event_type = 'Extension' OR wait_event LIKE 'WaitForWal%') AND backend_type = 'client backend'");
 		last if $waiting == 2;
 		sleep 0.1;
 	}

@@ -1,0 +1,169 @@
+# A statement gated by the session mode or the token floor runs with a plan
+# as new as its snapshot.  It is parsed and planned before its gate, then
+# waits; whatever catalog change replay applies meanwhile (one acknowledged
+# on the primary before the read began) must be in its plan, not only in
+# its snapshot: a child table added to an inheritance tree, a table made a
+# child, an inlined SQL function replaced, a partition attached, an index
+# dropped concurrently, a table truncated by VACUUM.  Each change is
+# committed on the primary while the standby's replay is paused, then the
+# read starts and waits, then replay resumes: the read must return what
+# the primary returns, through the simple and the extended protocol, in
+# the session mode and under replica_gate.read_after.  And a waiting
+# statement, first in its transaction, holds no lock: replay is never held
+# back by it (VACUUM's truncation needs an AccessExclusiveLock).
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RgTest;
+use Test::More;
+
+my ($primary, $standby) = rg_primary_standby(
+	primary_conf => "autovacuum = off\n",
+	standby_conf => "max_standby_streaming_delay = -1\nhot_standby_feedback = off\n");
+$primary->safe_psql('postgres', q{
+CREATE ROLE reader LOGIN;
+ALTER ROLE reader SET replica_gate.consistency = 'strong';
+ALTER ROLE reader SET replica_gate.default_timeout = '20s';
+ALTER DEFAULT PRIVILEGES GRANT SELECT ON TABLES TO reader;
+CREATE TABLE p (v int);
+INSERT INTO p VALUES (1);
+CREATE TABLE r (v int);
+CREATE TABLE r5 (v int);
+INSERT INTO r5 VALUES (5);
+CREATE FUNCTION answer() RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE TABLE parted (v int) PARTITION BY RANGE (v);
+CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
+INSERT INTO parted VALUES (1);
+CREATE TABLE ix (id int, v int);
+INSERT INTO ix SELECT i, i FROM generate_series(1, 1000) i;
+CREATE INDEX ix_id ON ix (id);
+CREATE TABLE trunc (v int);
+INSERT INTO trunc SELECT generate_series(1, 10000);
+});
+$primary->wait_for_catchup($standby->name, 'replay');
+my $reader = $standby->connstr('postgres') . ' user=reader';
+
+# read_during($change, $sql, %opts)
+#	Pause replay on the standby, run $change on the primary (acknowledged),
+#	start $sql on the standby as "reader", wait until it waits in its gate,
+#	resume replay; returns (stdout, stderr) of the read.  With proto =>
+#	'extended' the read goes through psycopg with a parameter ("%s", bound
+#	to 0) as a statement prepared and executed once before the change:
+#	its plan is cached, and checked at Bind.  "conn" adds connection
+#	options.
+my $n = 0;
+sub read_during
+{
+	my ($change, $sql, %opts) = @_;
+	my $app = 'plan_reader_' . ++$n;
+	my $dsn = "$reader application_name=$app " . ($opts{conn} // '');
+	my ($out, $err) = ('', '');
+	my $go = PostgreSQL::Test::Utils::tempdir . '/go';
+	my $extended = ($opts{proto} // '') eq 'extended';
+	my @cmd = $extended
+	  ? ('/usr/bin/python3', '-c', q{
+import os, sys, time, psycopg
+with psycopg.connect(sys.argv[1], autocommit=True) as c:
+    c.execute(sys.argv[2], [0], prepare=True).fetchone()
+    print("ready", flush=True)
+    while not os.path.exists(sys.argv[3]):
+        time.sleep(0.01)
+    print(c.execute(sys.argv[2], [0], prepare=True).fetchone()[0])
+}, $dsn, $sql, $go)
+	  : ('psql', '-XAtq', '-v', 'VERBOSITY=verbose', '-d', $dsn, '-c', $sql);
+	my $h;
+	if ($extended)
+	{
+		$h = IPC::Run::start(\@cmd, '<', \undef, '>', \$out, '2>', \$err,
+			IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+		$h->pump until $out =~ /ready\n/ || $err ne '';
+	}
+	rg_pause_replay($standby);
+	$primary->safe_psql('postgres', $change);
+	if ($extended)
+	{
+		$out = '';
+		PostgreSQL::Test::Utils::append_to_file($go, '');
+	}
+	else
+	{
+		$h = IPC::Run::start(\@cmd, '<', \undef, '>', \$out, '2>', \$err,
+			IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	}
+	rg_pid_of($standby, $app);
+	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+	$h->finish;
+	chomp $out;
+	$primary->wait_for_catchup($standby->name, 'replay');
+	return ($out, $err);
+}
+
+# check($name, $change, $sql, %opts): the read returns what the primary does.
+sub check
+{
+	my ($name, $change, $sql, %opts) = @_;
+	my ($out, $err) = read_during($change, $sql, %opts);
+	(my $psql_sql = $sql) =~ s/%s/0/g;
+	my $want = $primary->safe_psql('postgres', $psql_sql);
+	is($out, $want, "$name: the read returns what the primary returns ($want)")
+	  or diag("stderr: $err");
+}
+
+check('a child table added to an inheritance tree',
+	'CREATE TABLE c2 () INHERITS (p); INSERT INTO c2 VALUES (2)',
+	'SELECT count(*) FROM p');
+check('a table made a child (ALTER TABLE ... INHERIT)',
+	'ALTER TABLE r5 INHERIT r', 'SELECT count(*) FROM r');
+check('an inlined SQL function replaced',
+	q{CREATE OR REPLACE FUNCTION answer() RETURNS int LANGUAGE sql AS 'SELECT 2'},
+	'SELECT answer()');
+check('a partition attached',
+	'CREATE TABLE parted_2 (v int); INSERT INTO parted_2 VALUES (150); '
+	  . 'ALTER TABLE parted ATTACH PARTITION parted_2 FOR VALUES FROM (100) TO (200)',
+	'SELECT count(*) FROM parted');
+check('an index the plan uses dropped concurrently',
+	'DROP INDEX CONCURRENTLY ix_id',
+	'SELECT v FROM ix WHERE id = 500', conn => 'options=-cenable_seqscan=off');
+check('a table truncated by VACUUM (replay takes an AccessExclusiveLock)',
+	'DELETE FROM trunc; VACUUM trunc', 'SELECT count(*) FROM trunc');
+
+# The extended protocol: a statement with a parameter, planned at Bind.
+check('extended protocol: a child table added',
+	'CREATE TABLE c3 () INHERITS (p); INSERT INTO c3 VALUES (3)',
+	'SELECT count(*) + %s FROM p', proto => 'extended');
+check('extended protocol: an inlined SQL function replaced',
+	q{CREATE OR REPLACE FUNCTION answer() RETURNS int LANGUAGE sql AS 'SELECT 3'},
+	'SELECT answer() + %s', proto => 'extended');
+
+# The token floor, in eventual mode: the same rule.
+my $floor = sub {
+	my ($change) = @_;
+	return $primary->safe_psql('postgres',
+		"$change; SELECT replica_gate.last_commit_token()");
+};
+{
+	rg_pause_replay($standby);
+	my $token = $floor->('CREATE TABLE c4 () INHERITS (p); INSERT INTO c4 VALUES (4)');
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-XAtq', '-v', 'VERBOSITY=verbose', '-d',
+		  "$reader application_name=floor_reader options=-creplica_gate.consistency=eventual",
+		  '-c', "SET replica_gate.read_after = '$token'", '-c', 'SELECT count(*) FROM p' ],
+		'<', \undef, '>', \$out, '2>', \$err,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	rg_pid_of($standby, 'floor_reader');
+	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+	$h->finish;
+	chomp $out;
+	is($out, $primary->safe_psql('postgres', 'SELECT count(*) FROM p'),
+		'read_after: a child table added is in the plan') or diag("stderr: $err");
+}
+
+is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');
+done_testing();
