@@ -288,12 +288,18 @@ WAITERS = {
 }
 
 # For the replay part only: the SET form, which holds no snapshot while it
-# waits, a token (whose wait re-checks the timeline every 100 ms), and
-# core's own command (PostgreSQL 19+).
+# waits, a token (whose wait re-checks the timeline every 100 ms), the
+# session mode (a strong read: it asks the primary, whose position is the
+# end of what replay has to do, and waits for that) and the token floor
+# (replica_gate.read_after), and core's own command (PostgreSQL 19+).
 REPLAY_ONLY_WAITERS = {
     "set_gate": "SET replica_gate.default_timeout = 60000; SET replica_gate.require_lsn = $1",
     "core_wait": "WAIT FOR LSN $1 WITH (TIMEOUT 60000)",
     "token": "SELECT replica_gate.wait_for_lsn('1:' || $1, 60000)",
+    "session": "SET replica_gate.default_timeout = 60000; "
+               "SET replica_gate.consistency = strong; SELECT 1",
+    "floor": "SET replica_gate.default_timeout = 60000; "
+             "SET replica_gate.read_after = $1; SELECT 1",
 }
 
 
@@ -686,7 +692,8 @@ def main():
     ap.add_argument("--replay-rounds", type=int, default=11)
     ap.add_argument("--replay-methods", type=lambda s: s.split(","), default=["gate"],
                     help="how the waiters wait, one configuration each: gate, token (a "
-                         "token of timeline 1), set_gate, core_wait (WAIT FOR LSN, 19+)")
+                         "token of timeline 1), set_gate, session (the session mode), "
+                         "floor (read_after), core_wait (WAIT FOR LSN, 19+)")
     ap.add_argument("--primary-pid", type=int, required=True)
     ap.add_argument("--strong-bin", required=True, help="the compiled bench/strong.c")
     ap.add_argument("--strong-n", type=lambda s: [int(x) for x in s.split(",")],
