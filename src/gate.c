@@ -157,6 +157,7 @@ rg_gate_ask_primary(RgTarget *target, int *timeout_ms, RgGuard *guard,
 	{
 		case RG_ASK_ANSWERED:
 			*target = answer;
+			target->answer = true;
 			*timeout_ms = (int) Max((deadline - GetCurrentTimestamp()) / 1000, 0);
 			return RG_WAIT_REACHED;
 		case RG_ASK_FAILED:
@@ -436,6 +437,7 @@ rg_gate_target_arg(FunctionCallInfo fcinfo, bool is_text, const char *gate_name,
 		target->lsn = PG_GETARG_LSN(0);
 		target->tli = 0;
 		target->primary = false;
+		target->answer = false;
 	}
 	rg_gate_check_snapshot(gate_name);
 	return true;

@@ -28,7 +28,9 @@
  * the gate, like any token's (RG002, RG003).
  *
  * The connection.  primary_conninfo's options (host, hostaddr, port, user,
- * password, TLS...), with replica_gate.primary_conninfo's laid over them;
+ * password, TLS...), with replica_gate.primary_conninfo's laid over them,
+ * and target_session_attrs=read-write where they name several hosts and no
+ * target_session_attrs (libpq would settle on the first that answers);
  * the database is the one named there, else "postgres", and the extension
  * must exist in it on the primary.  It is opened at the first question,
  * again after a failure (at most every RG_QUESTION_RETRY_MS; questions
@@ -413,6 +415,13 @@ rg_question_close(void)
 	rg_worker.prepared = false;
 }
 
+/* Is a connection option's value a list (of hosts)? */
+static bool
+rg_question_list(const char *value)
+{
+	return value != NULL && strchr(value, ',') != NULL;
+}
+
 /*
  * rg_question_open
  *		Make sure the worker's connection to the primary is open (see the
@@ -450,6 +459,11 @@ rg_question_open(TimestampTz deadline)
 		for (int i = 0; i < over.n; i++)
 			rg_remote_set(&options, over.keys[i], over.values[i]);
 		rg_remote_set(&options, "replication", NULL);
+		/* of several hosts, the primary (a single one is checked below) */
+		if (rg_remote_get(&options, "target_session_attrs") == NULL &&
+			(rg_question_list(rg_remote_get(&options, "host")) ||
+			 rg_question_list(rg_remote_get(&options, "hostaddr"))))
+			rg_remote_set(&options, "target_session_attrs", "read-write");
 		if (rg_remote_get(&options, "dbname") == NULL)
 			rg_remote_set(&options, "dbname", "postgres");
 		rg_remote_set(&options, "application_name", "replica_gate question");

@@ -43,13 +43,16 @@ typedef enum RgWaitMode
 
 /*
  * A gate's target: a token (timeline and LSN), a plain LSN (tli 0), or the
- * primary's position when the gate begins (primary; question.c learns it).
+ * primary's position when the gate begins (primary; question.c learns it,
+ * and the gate then waits for that token, marked as an answer: no write of
+ * the client's).
  */
 typedef struct RgTarget
 {
 	XLogRecPtr	lsn;
 	TimeLineID	tli;
 	bool		primary;
+	bool		answer;
 } RgTarget;
 
 /* How a gate's wait ended. */

@@ -57,7 +57,6 @@
  */
 #include "postgres.h"
 
-#include "access/parallel.h"
 #include "access/xact.h"
 #include "catalog/objectaccess.h"
 #include "commands/defrem.h"
@@ -199,14 +198,17 @@ rg_session_check_floor(void)
 
 /*
  * rg_session_wanted
- *		Must the statements of this session gate here?  Only on a standby;
- *		on a primary a floor is checked instead.
+ *		Must the statements of this session gate here?  Only those of a
+ *		client session (not of a parallel worker, nor of another
+ *		extension's background worker running as a role with the mode set:
+ *		those run ungated), on a standby; on a primary a floor is checked
+ *		instead.
  */
 static bool
 rg_session_wanted(void)
 {
 	if (!(rg_consistency == RG_CONSISTENCY_STRONG || rg_read_after_set) ||
-		rg_session_depth != 0 || IsParallelWorker())
+		rg_session_depth != 0 || MyBackendType != B_BACKEND)
 		return false;
 	if (RecoveryInProgress())
 		return true;
@@ -428,10 +430,10 @@ rg_session_planner(RG_PLANNER_ARGS)
 
 /*
  * rg_session_object_access
- *		Object access hook: a function executed at the top level, outside
- *		any portal and any query text (a domain's check while a statement is
- *		parsed or bound has both), is a fast-path call, which reads with a
- *		snapshot taken before any hook: refuse it.
+ *		Object access hook: a function executed at the top level of a client
+ *		session, outside any portal and any query text (a domain's check
+ *		while a statement is parsed or bound has both), is a fast-path call,
+ *		which reads with a snapshot taken before any hook: refuse it.
  */
 static void
 rg_session_object_access(ObjectAccessType access, Oid classId, Oid objectId,

@@ -82,6 +82,7 @@ rg_target_scan(const char *text, RgTarget *target)
 
 	target->tli = 0;
 	target->lsn = InvalidXLogRecPtr;
+	target->answer = false;
 	target->primary = (pg_strcasecmp(text, "primary") == 0);
 	if (target->primary)
 		return true;
@@ -174,7 +175,9 @@ rg_timeline_end(TimeLineID target_tli, TimeLineID tli, XLogRecPtr *end)
  * not part of this server's history: RG002, at once, whatever the timeout.
  * A token of a newer timeline is not reached yet on a standby, which may
  * still follow that timeline; a primary never will (RG003), nor does any
- * server reach a timeline missing from its history (RG003).
+ * server reach a timeline missing from its history (RG003).  The answer to
+ * a strong read's question is no write of the client's: where this
+ * server's history excludes it, the read could not be gated (RG001).
  */
 bool
 rg_target_reached(const RgTarget *target, XLogRecPtr position,
@@ -185,6 +188,17 @@ rg_target_reached(const RgTarget *target, XLogRecPtr position,
 	Assert(!target->primary);
 	if (target->tli == 0 || target->tli == tli)
 		return position >= target->lsn;
+
+	if (target->answer &&
+		(target->tli > tli ? !in_recovery :
+		 (!rg_timeline_end(target->tli, tli, &end) || target->lsn > end)))
+		ereport(ERROR,
+				(errcode(ERRCODE_RG_REPLICA_BEHIND),
+				 errmsg("the primary's position %s is not in the history of this server",
+						rg_token_text(target->tli, target->lsn)),
+				 errdetail("The primary this standby asked was replaced in a failover, and this server, on timeline %u, will never replay that position.",
+						   tli),
+				 errhint("Run the read again: it asks the new primary.")));
 
 	if (target->tli > tli)
 	{

@@ -184,16 +184,17 @@ rg_last_commit_token(PG_FUNCTION_ARGS)
  *		A position that covers everything this session's reads on this node
  *		could have seen so far, and its timeline.  On a standby that is the
  *		end of the record being replayed (a snapshot sees replayed WAL, and
- *		a commit in the middle of its redo); on a primary the WAL insert
- *		position (every commit a snapshot can see was inserted before it).
+ *		a commit in the middle of its redo); on a primary the position a
+ *		question's answer gives (every commit a snapshot can see was
+ *		inserted before it; never past a page header a standby cannot
+ *		report, and flushed, so that a standby gets it now).
  */
 static XLogRecPtr
 rg_seen_position(TimeLineID *tli)
 {
 	if (RecoveryInProgress())
 		return rg_standby_visible_position(tli);
-	*tli = RG_INSERT_TLI();
-	return GetXLogInsertRecPtr();
+	return rg_primary_position(tli);
 }
 
 /*

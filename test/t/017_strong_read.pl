@@ -173,6 +173,17 @@ my $t0 = [gettimeofday];
 is($standby->safe_psql('postgres', "SELECT replica_gate.wait_for_lsn('primary', 5000)"),
 	't', 'idle primary after a segment switch: a strong read passes');
 cmp_ok(tv_interval($t0), '<', 4, 'without waiting out its timeout');
+# seen_token() on a primary follows the answer's rules: never past the page
+# header a standby cannot report, and flushed, so that a gate on it passes
+# even on an idle primary (where the raw insert position, past the new
+# segment's header, is never reported by a standby).
+my ($seen_ok, $seen) = split /\|/, $primary->safe_psql('postgres',
+	"SELECT pg_switch_wal() \\g /dev/null\n"
+	  . "SELECT split_part(t, ':', 2)::pg_lsn <= pg_current_wal_flush_lsn(), t "
+	  . 'FROM replica_gate.seen_token() t');
+is($seen_ok, 't', "idle primary after a segment switch: seen_token() is flushed, not past a page header ($seen)");
+is($standby->safe_psql('postgres', "SELECT replica_gate.wait_for_lsn('$seen', 5000)"),
+	't', 'and a gate on it passes');
 
 # --- shared questions ---------------------------------------------------------
 # Freeze the primary's backend that answers the questions: 20 strong reads
@@ -239,6 +250,14 @@ ok( $cascade->poll_query_until('postgres',
 is($cascade->safe_psql('postgres',
 		"SELECT replica_gate.require_lsn('primary', 5000); SELECT v FROM counter"),
 	"\n3", 'and see the primary\'s writes');
+# several hosts, a standby first: the question asks for the read-write one
+$cascade->append_conf('postgresql.conf',
+	"replica_gate.primary_conninfo = 'host=" . $standby->host . ',' . $primary->host
+	  . ' port=' . $standby->port . ',' . $primary->port . "'\n");
+$cascade->reload;
+ok( $cascade->poll_query_until('postgres',
+		"SELECT replica_gate.wait_for_lsn('primary', 2000)"),
+	'several hosts in replica_gate.primary_conninfo, a standby first: strong reads pass');
 
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');
 done_testing();

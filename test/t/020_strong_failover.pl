@@ -3,7 +3,9 @@
 # primary_conninfo changed and reloaded, as Patroni does).  Strong reads on
 # the remaining standby fail closed while it has no primary, then follow the
 # new one: its question connection moves there, and they see the new
-# primary's writes.
+# primary's writes.  A strong read waiting for a position of the old primary
+# that the failover lost fails with RG001 (it carried no write of its own
+# that could be "lost"), at once.
 
 use strict;
 use warnings;
@@ -28,6 +30,24 @@ is($s2->safe_psql('postgres', "SET replica_gate.consistency = strong; SELECT v F
 	'1', 'before: a strong read on the second standby');
 my $old_tli = $s2->safe_psql('postgres', 'SELECT split_part(replica_gate.primary_token(), \':\', 1)');
 
+# --- a position lost in the failover -----------------------------------------------
+# Both standbys stop receiving (the second first, so that it has no WAL the
+# first lacks and can follow it), the primary writes on, and a strong read
+# on the second standby, which still reaches the primary for its question,
+# waits for a position the failover below loses.
+my $s2_hole = rg_partition($s2);
+my $s1_hole = rg_partition($s1);
+$s2->append_conf('postgresql.conf',
+	"replica_gate.primary_conninfo = '" . $primary->connstr . "'\n");
+$s2->reload;
+$primary->safe_psql('postgres', 'UPDATE counter SET v = 9');
+$s2->safe_psql('postgres', 'SELECT replica_gate.stats_reset()');
+my $lost_read = rg_bg_start($s2,
+	"SET replica_gate.consistency = strong; SET replica_gate.default_timeout = '60s'; SELECT v FROM counter",
+	'lost_reader');
+$s2->poll_query_until('postgres', 'SELECT questions > questions_failed FROM replica_gate.stats')
+  or die 'the strong read got no answer';
+
 # --- the primary goes away ------------------------------------------------------
 $primary->stop('immediate');
 my ($ret, $out, $err) = $s2->psql('postgres',
@@ -40,8 +60,16 @@ $s1->promote;
 $s1->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()')
   or die 's1 was not promoted';
 $s1->safe_psql('postgres', 'UPDATE counter SET v = 2');
-$s2->append_conf('postgresql.conf', "primary_conninfo = '" . $s1->connstr . "'\n");
+$s2->append_conf('postgresql.conf',
+	"primary_conninfo = '" . $s1->connstr . "'\nreplica_gate.primary_conninfo = ''\n");
 $s2->reload;
+close $_ for ($s1_hole, $s2_hole);
+rg_bg_finish($lost_read);
+like($lost_read->{stderr}, qr/RG001: the primary's position \S+ is not in the history of this server/,
+	'a strong read waiting for a position the failover lost: RG001')
+  or diag($lost_read->{stderr});
+is($lost_read->{stdout}, '', 'and no row');
+cmp_ok($lost_read->{elapsed}, '<', 40, "at once, not after its timeout ($lost_read->{elapsed} s)");
 my $seen = '';
 foreach (1 .. 100)
 {
