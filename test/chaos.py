@@ -4,16 +4,26 @@
 A primary, two standbys that stream from it and a cascading standby behind
 the first, on local sockets.  Two writers on the primary insert rows
 (writer, seq) and keep each write's token, the second with
-synchronous_commit = off; readers on every standby gate reads in
-every form: on a token (SET replica_gate.require_lsn, require_lsn(),
-wait_for_lsn(), caught_up()), strong (the session mode), and on a staleness
-bound (require_fresh).  Each read records when it began and ended, the
-gate's outcome and what it saw.  A nemesis, driven by the seed, injects at
-random moments: kill -9 of the primary, then the promotion of the standby
-that received the most, the other nodes pointed at it and the old primary
-rewound (pg_rewind) to follow it; the primary frozen (SIGSTOP/SIGCONT of
-all its processes); a WAL receiver terminated; replay paused and resumed;
-a standby restarted; the replay watcher terminated (13 to 18).
+synchronous_commit = off; a third changes the schema every SCHEMA_EVERY s,
+by turns adding a child table to "parent" and replacing the SQL function
+version_fn(), each change with its row in the same transaction.  Readers on
+every standby gate reads in every form: on a token (SET
+replica_gate.require_lsn, require_lsn(), wait_for_lsn(), caught_up()),
+strong (the session mode), and on a staleness bound (require_fresh).  A
+token read on a schema change, and every strong read, also reads across the
+changes: the highest child's row through "parent" and version_fn() (which
+psycopg prepares after five runs: a plan made before the change).  Each read
+records when it began and ended, the gate's outcome and what it saw.
+
+A nemesis, driven by the seed, injects at random moments: a lossy failover
+(the primary's standbys cut off from it, the writers committing for 1 to
+3.5 s more, acknowledged and never sent, then kill -9 of the primary, the
+promotion of the standby that received most, the other nodes pointed at it
+and the old primary rewound (pg_rewind) to follow it; the first comes by
+FIRST_FAILOVER s); the primary frozen (SIGSTOP/SIGCONT of all its
+processes); a WAL receiver terminated; replay paused and resumed; a standby
+restarted; the replay watcher terminated (13 to 18).  Readers keep gating
+on the writes around the latest failover's cut, the lost ones among them.
 
 The checker reads the whole history; a violation is
   missed     a gate on a token passed and the read lacked that write, which
@@ -24,6 +34,9 @@ The checker reads the whole history; a violation is
              survived;
   strong     a strong read missed a write acknowledged before it began,
              unless that write was lost;
+  schema     a strong read missed a schema change acknowledged before it
+             began, or a gate on a schema change's token passed and the
+             read missed that change; unless the change was lost;
   fresh      require_fresh('1s') passed, and the read lacked a write
              acknowledged more than 1 s (plus FRESH_SLACK) before it began,
              which was not lost (the bound covers what was visible on the
@@ -37,7 +50,9 @@ The checker reads the whole history; a violation is
   waiters    replica_gate.waiters() not back to 0 on a node at the end.
 It prints a one-screen summary, writes history.jsonl (the reads),
 writes.jsonl (the acknowledged writes, lost or not), faults.jsonl, the
-servers' logs and timeline.svg to --out, and exits 1 on any violation.
+servers' logs and timeline.svg to --out, and exits 1 on any violation, and
+also when the run tested no loss: no failover lost a write, or no gate on
+a lost write began after its failover.
 
 Usage (as the postgres user, with replica_gate installed in the server
 whose pg_config is PG_CONFIG or on PATH): test/chaos.py --seconds N --seed S
@@ -65,6 +80,11 @@ FRESH = 1.0             # require_fresh's limit, s
 FRESH_SLACK = 0.1       # clock readings around a fresh read, s
 FORMS = ["set", "require", "wait", "caught_up", "strong", "fresh"]
 FAULTS = ["failover", "freeze", "receiver", "pause", "restart", "watcher"]
+FIRST_FAILOVER = 15.0   # the first fault from then on is a failover, s
+BEFORE_CUT = 1.0        # a failover's writes: from this long before its cut, s
+SCHEMA_EVERY = 0.5      # the schema writer's pace, s
+SCHEMA_WRITER = 3
+SCHEMA_READ = "SELECT (SELECT coalesce(max(n), 0) FROM parent), version_fn()"
 
 
 def log(msg):
@@ -133,6 +153,12 @@ class Node:
         if standby:
             open(os.path.join(self.data, "standby.signal"), "w").close()
 
+    def stream(self, on=True):
+        """Reload, pointed at the upstream, or at nothing (on=False): then the
+        WAL receiver stops and the node receives nothing more."""
+        self.configure(self.cluster.conninfo(self.upstream, self.name) if on else None)
+        self.sql("SELECT pg_reload_conf()")
+
 
 class Cluster:
     """The servers and the topology, which the nemesis changes."""
@@ -177,6 +203,8 @@ fsync = off
         self.primary = a
         a.sql("CREATE EXTENSION replica_gate")
         a.sql("CREATE TABLE h (writer int, seq int, PRIMARY KEY (writer, seq))")
+        a.sql("CREATE TABLE parent (n int)")
+        a.sql("CREATE FUNCTION version_fn() RETURNS int LANGUAGE sql AS 'SELECT 0'")
         b = self.clone("b", ports[1], a)
         self.clone("c", ports[2], a)
         self.clone("d", ports[3], b)
@@ -223,11 +251,14 @@ class Nemesis(threading.Thread):
         rng = random.Random(seed)
         t, self.schedule = 3.0, []
         while t < seconds - 5:
-            # failovers are rarer: each takes seconds and ends a timeline
+            # failovers are rarer: each takes seconds and ends a timeline;
+            # but every run long enough has one, and so loses writes
             kind = rng.choices(FAULTS, weights=[1, 2, 2, 2, 2, 2])[0]
+            if t >= FIRST_FAILOVER and all(k != "failover" for _, k, _, _ in self.schedule):
+                kind = "failover"
             self.schedule.append((t, kind, rng.random(), rng.uniform(1.0, 3.5)))
             t += rng.uniform(2.0, 6.0) + (6.0 if kind == "failover" else 0)
-        self.killed = None
+        self.cut = self.killed = None
         self.node = None
 
     def run(self):
@@ -236,19 +267,22 @@ class Nemesis(threading.Thread):
             while time.time() - start < at:
                 if self.stop.wait(0.05):
                     return
-            t0 = self.killed = time.time()      # a failover that fails before its kill
+            t0 = self.cut = self.killed = time.time()   # a failover that fails early
             self.node = None
             try:
                 what = getattr(self, "do_" + kind)(pick, length)
                 outcome = "done"
             except Exception as e:      # noqa: BLE001 - a fault that failed is recorded
                 what, outcome = "", f"failed: {e}"
-            # a failover's "killed": when the primary died (writes
-            # acknowledged before may be lost); "node": the server it hit
+            # a failover's "cut": when its standbys stopped receiving (writes
+            # acknowledged since are lost); "killed": when the last process
+            # of the primary exited (its backends outlive the postmaster:
+            # writes acknowledged before may be lost, and reads before may
+            # see them); "node": the server it hit
             fault = {"t0": t0, "t1": time.time(), "kind": kind, "what": what,
                      "outcome": outcome, "node": self.node}
             if kind == "failover":
-                fault["killed"] = self.killed
+                fault.update(cut=self.cut, killed=self.killed)
             self.faults.append(fault)
             log(f"fault {kind} {what} {outcome} ({time.time() - t0:.1f} s)")
 
@@ -259,15 +293,24 @@ class Nemesis(threading.Thread):
         return n
 
     def do_failover(self, pick, length):
+        """Lossy by design: the primary's standbys cut off, "length" s of
+        writes acknowledged that none receives, then the kill."""
         c = self.cluster
         old = c.primary
         self.node = old.name
+        direct = [n for n in c.nodes.values() if n.upstream is old]
+        for n in direct:
+            n.stream(on=False)
+        for n in direct:
+            wait_until(lambda n=n: n.sql("SELECT count(*) FROM pg_stat_wal_receiver")[0][0] == 0,
+                       10, f"{n.name} still streams")
+        self.cut = time.time()
+        time.sleep(length)
         children = old.processes()
         os.kill(children[0], signal.SIGKILL)
-        self.killed = time.time()
         wait_until(lambda: not any(os.path.exists(f"/proc/{p}") for p in children), 30,
                    "the killed primary's processes do not exit")
-        direct = [n for n in c.nodes.values() if n.upstream is old]
+        self.killed = time.time()
         received = {n.name: n.sql("SELECT pg_last_wal_receive_lsn() - '0/0'")[0][0] or 0
                     for n in direct}
         new = max(direct, key=lambda n: (received[n.name], n.name))
@@ -281,8 +324,7 @@ class Nemesis(threading.Thread):
                     continue
                 if n.upstream is old:
                     n.upstream = new
-                n.configure(c.conninfo(n.upstream, n.name))
-                n.sql("SELECT pg_reload_conf()")
+                n.stream()
         # the old primary follows, rewound (after its crash recovery); the
         # new primary's control file names its timeline after a checkpoint
         new.sql("CHECKPOINT")
@@ -293,7 +335,7 @@ class Nemesis(threading.Thread):
         old.upstream = new
         old.configure(c.conninfo(new, old.name))
         old.start()
-        return f"{old.name} killed, {new.name} promoted"
+        return f"{old.name} killed {length:.1f} s after the cut, {new.name} promoted"
 
     @staticmethod
     def signal_all(pids, sig):
@@ -342,9 +384,20 @@ class Nemesis(threading.Thread):
 class Writer(threading.Thread):
     """Inserts (writer, seq) on the primary and keeps each write's token."""
 
+    pause = 0.01
+
     def __init__(self, cluster, wid, acks, stop):
         super().__init__(daemon=True)
         self.cluster, self.wid, self.acks, self.stop = cluster, wid, acks, stop
+
+    def write(self, conn, seq):
+        """Commit write seq; what to note with its acknowledgement."""
+        conn.execute(f"INSERT INTO h VALUES ({self.wid}, {seq})")
+        return {}
+
+    def record(self, ack):
+        """Keep an acknowledged write."""
+        self.acks.append(ack)
 
     def run(self):
         seq, conn = 0, None
@@ -360,51 +413,90 @@ class Writer(threading.Thread):
                         # so before it is sent: kill -9 loses the last ones
                         conn.execute("SET synchronous_commit = off")
                 seq += 1
-                conn.execute(f"INSERT INTO h VALUES ({self.wid}, {seq})")
+                noted = self.write(conn, seq)
                 acked = time.time()
                 token = conn.execute("SELECT replica_gate.last_commit_token()").fetchone()[0]
-                self.acks.append({"t": acked, "writer": self.wid, "seq": seq, "token": token})
+                self.record({"t": acked, "writer": self.wid, "seq": seq, "token": token,
+                             **noted})
             except psycopg.Error:
                 if conn is not None:
                     conn.close()
                 conn = None
                 time.sleep(0.1)
-            time.sleep(0.01)
+            time.sleep(self.pause)
+
+
+class SchemaWriter(Writer):
+    """Changes the schema, by turns: adds table child_<seq>, a child of
+    "parent" holding the row n = seq, or makes version_fn() return seq.  The
+    row (writer, seq) of h, in the same transaction, tells whether the change
+    survived the failovers.  Keeps its changes for the readers too."""
+
+    pause = SCHEMA_EVERY
+
+    def __init__(self, cluster, acks, changes, stop):
+        super().__init__(cluster, SCHEMA_WRITER, acks, stop)
+        self.changes = changes
+
+    def write(self, conn, seq):
+        change = "child" if seq % 2 else "function"
+        with conn.transaction():
+            if change == "child":
+                conn.execute(f"CREATE TABLE child_{seq} () INHERITS (parent)")
+                conn.execute(f"INSERT INTO child_{seq} VALUES ({seq})")
+            else:
+                conn.execute("CREATE OR REPLACE FUNCTION version_fn() RETURNS int"
+                             f" LANGUAGE sql AS 'SELECT {seq}'")
+            conn.execute(f"INSERT INTO h VALUES ({self.wid}, {seq})")
+        return {"change": change}
+
+    def record(self, ack):
+        super().record(ack)
+        self.changes.append(ack)
 
 
 class Reader(threading.Thread):
     """Gates reads on one node, in every form, and records each."""
 
-    def __init__(self, node, rng, acks, history, faults, stop):
+    def __init__(self, node, rng, acks, changes, history, faults, stop):
         super().__init__(daemon=True)
-        self.node, self.rng, self.acks, self.faults = node, rng, acks, faults
-        self.before = (None, [])    # the latest failover, the writes before it
+        self.node, self.rng, self.acks, self.changes = node, rng, acks, changes
+        self.faults = faults
+        self.around = (None, [])    # the latest failover, the writes around its cut
         self.history, self.stop = history, stop
 
     def pick(self):
         """A write to gate on: mostly a recent one, sometimes an older one,
-        and sometimes one of the last 100 before the latest failover (where
-        the lost writes are)."""
+        the latest schema change, or one of the latest failover's writes:
+        acknowledged from BEFORE_CUT s before its cut to its kill, the last
+        that survived, then the lost ones."""
         r = self.rng.random()
-        failovers = [f["killed"] for f in self.faults if f["kind"] == "failover"]
+        failovers = [f for f in self.faults if f["kind"] == "failover"]
         if r < 0.2 and failovers:
-            if self.before[0] != failovers[-1]:
+            if self.around[0] is not failovers[-1]:
                 # appended nearly in time order: enough to pick targets
-                i = bisect.bisect_left([a["t"] for a in self.acks], failovers[-1])
-                self.before = (failovers[-1], self.acks[max(i - 100, 0):i])
-            if self.before[1]:
-                return self.rng.choice(self.before[1])
-        if r < 0.4:
+                f, times = failovers[-1], [a["t"] for a in self.acks]
+                self.around = (f, self.acks[bisect.bisect_left(times, f["cut"] - BEFORE_CUT):
+                                            bisect.bisect_left(times, f["killed"])])
+            if self.around[1]:
+                return self.rng.choice(self.around[1])
+        if r < 0.3 and self.changes:
+            return self.changes[-1]
+        if r < 0.5:
             return self.rng.choice(self.acks[-2000:])
         return self.rng.choice(self.acks[-50:])
+
+    @staticmethod
+    def read_schema(conn):
+        """The highest child's row and version_fn(), read across the changes."""
+        return dict(zip(("child", "function"), conn.execute(SCHEMA_READ).fetchone()))
 
     def read(self, conn, form, target):
         """Gate a read in "form" (on write "target" for the token forms);
         returns (outcome, what the read saw)."""
         q = conn.execute
         if target is not None:
-            tok, row = target["token"], (target["writer"], target["seq"])
-            read = f"SELECT count(*) FROM h WHERE writer = {row[0]} AND seq = {row[1]}"
+            tok = target["token"]
             if form == "set":
                 q(f"SET replica_gate.require_lsn = '{tok}'")
             elif form == "require":
@@ -414,12 +506,19 @@ class Reader(threading.Thread):
                         else f"caught_up('{tok}')")
                 if not q(f"SELECT replica_gate.{call}").fetchone()[0]:
                     return "false", None
-            return "pass", q(read).fetchone()[0]
+            if "change" in target:
+                return "pass", self.read_schema(conn)
+            return "pass", q(f"SELECT count(*) FROM h WHERE writer = {target['writer']}"
+                             f" AND seq = {target['seq']}").fetchone()[0]
         read = "SELECT writer, max(seq) FROM h GROUP BY writer"
         if form == "strong":
             q("SET replica_gate.consistency = 'strong'")
             try:
-                return "pass", dict(q(read).fetchall())
+                # the schema first: the gate of the rows would catch up
+                # replay before the schema's statement is planned
+                saw = self.read_schema(conn)
+                saw.update(q(read).fetchall())
+                return "pass", saw
             finally:
                 q("SET replica_gate.consistency = 'eventual'")
         q(f"SELECT replica_gate.require_fresh('{FRESH}s', {TIMEOUT_MS})")
@@ -457,34 +556,40 @@ class Reader(threading.Thread):
             time.sleep(0.005)
 
 
-def check(history, acks, final, faults, logs, waiters):
+def losses(acks, final, faults):
+    """The acknowledged writes absent from the final primary, each with when
+    the failover that lost it killed its primary (None if none followed)."""
+    failovers = sorted(f["killed"] for f in faults if f["kind"] == "failover")
+    return {(a["writer"], a["seq"]): next((t for t in failovers if t > a["t"]), None)
+            for a in acks if (a["writer"], a["seq"]) not in final}
+
+
+def on_lost(h, lost):
+    """Whether read h gated on a write lost in a failover, and began after it."""
+    tgt = h.get("target")
+    killed = lost.get((tgt["writer"], tgt["seq"])) if tgt else None
+    return killed is not None and h["t0"] > killed
+
+
+def check(history, acks, lost, faults, logs, waiters):
     """The violations in a history, each with the lines that show it."""
     violations = []
-    lost = {(a["writer"], a["seq"]) for a in acks} - final
-    failovers = sorted(f["killed"] for f in faults if f["kind"] == "failover")
-    by_writer = defaultdict(list)
-    for a in acks:
-        by_writer[a["writer"]].append(a)
+    writers = sorted({a["writer"] for a in acks})
 
-    def lost_by(a):
-        """When the failover that lost write a began."""
-        return next((t for t in failovers if t > a["t"]), None)
+    # per writer and per kind of schema change: the times of its surviving
+    # acknowledgements, in order, and the highest seq acknowledged up to each
+    survived = defaultdict(lambda: ([], []))
+    for a in sorted(acks, key=lambda a: a["t"]):
+        if (a["writer"], a["seq"]) not in lost:
+            for k in (a["writer"], a["change"]) if "change" in a else (a["writer"],):
+                times, highest = survived[k]
+                times.append(a["t"])
+                highest.append(max(a["seq"], highest[-1] if highest else 0))
 
-    # per writer: the times of its surviving acknowledgements, in order, and
-    # the highest seq acknowledged up to each
-    survived = {}
-    for w, ws in by_writer.items():
-        ws = sorted((a["t"], a["seq"]) for a in ws if (w, a["seq"]) not in lost)
-        times, highest, top = [], [], 0
-        for t, seq in ws:
-            top = max(top, seq)
-            times.append(t)
-            highest.append(top)
-        survived[w] = (times, highest)
-
-    def acked_before(t, w):
-        """The highest surviving seq of writer w acknowledged before t."""
-        times, highest = survived[w]
+    def acked_before(t, k):
+        """The highest surviving seq of writer (or schema change) k
+        acknowledged before t."""
+        times, highest = survived[k]
         i = bisect.bisect_left(times, t)
         return highest[i - 1] if i > 0 else 0
 
@@ -503,27 +608,37 @@ def check(history, acks, final, faults, logs, waiters):
             violations.append(("overrun", h))
         if tgt is not None:
             key = (tgt["writer"], tgt["seq"])
-            if out == "pass" and key not in lost and h["saw"] != 1:
-                violations.append(("missed", h))
-            if out == "pass" and key in lost and lost_by(tgt) is not None \
-                    and h["t0"] > lost_by(tgt):
+            if out == "pass" and key not in lost:
+                if "change" in tgt and h["saw"][tgt["change"]] < tgt["seq"]:
+                    violations.append(("schema", h))
+                elif "change" not in tgt and h["saw"] != 1:
+                    violations.append(("missed", h))
+            if out == "pass" and on_lost(h, lost):
                 violations.append(("lost", h))
             if out == "RG002" and key not in lost:
                 violations.append(("survived", h))
         elif out == "pass":
-            limit = 0 if h["form"] == "strong" else FRESH + FRESH_SLACK
-            for w in by_writer:
-                need = acked_before(h["t0"] - limit, w)
-                if h["saw"].get(str(w), 0) < need:
-                    violations.append(("strong" if h["form"] == "strong" else "fresh",
-                                       dict(h, expected={str(w): need})))
+            kind = "strong" if h["form"] == "strong" else "fresh"
+            limit = 0 if kind == "strong" else FRESH + FRESH_SLACK
+            needs = [(w, kind) for w in writers]
+            if kind == "strong":
+                needs += [("child", "schema"), ("function", "schema")]
+            for k, what in needs:
+                need = acked_before(h["t0"] - limit, k)
+                if h["saw"].get(str(k), 0) < need:
+                    violations.append((what, dict(h, expected={str(k): need})))
                     break
     for line in logs:
         violations.append(("crash", {"log": line}))
     for name, n in waiters.items():
         if n != 0:
             violations.append(("waiters", {"node": name, "waiters": n}))
-    return violations, lost
+    return violations
+
+
+def counts(tally):
+    """A tally as "outcome count, ...", in the order of the outcomes."""
+    return ", ".join(f"{k} {c}" for k, c in sorted(tally.items()))
 
 
 def svg(path, start, history, faults, seconds):
@@ -567,14 +682,15 @@ def main():
     first = int(args.ports)
     cluster = Cluster(os.environ.get("PG_CONFIG", "pg_config"), base)
     log(f"seed {seed}, {args.seconds:.0f} s, servers in {base}, results in {out}")
-    acks, history, faults = [], [], []
+    acks, changes, history, faults = [], [], [], []
     try:
         cluster.start([first + i for i in range(4)])
         stop = threading.Event()
         nemesis = Nemesis(cluster, seed, args.seconds, faults)
         rng = random.Random(seed + 1)
         threads = [Writer(cluster, w, acks, stop) for w in (1, 2)]
-        threads += [Reader(n, random.Random(rng.random()), acks, history, faults, stop)
+        threads.append(SchemaWriter(cluster, acks, changes, stop))
+        threads += [Reader(n, random.Random(rng.random()), acks, changes, history, faults, stop)
                     for n in cluster.standbys() for _ in range(2)]
         start = time.time()
         for t in threads:
@@ -607,7 +723,8 @@ def main():
                           if "terminated by signal" in line]
             shutil.copy(n.logfile, out)
 
-    violations, lost = check(history, acks, final, faults, crash, waiters)
+    lost = losses(acks, final, faults)
+    violations = check(history, acks, lost, faults, crash, waiters)
     with open(os.path.join(out, "history.jsonl"), "w") as f:
         for e in sorted(history, key=lambda e: e["t0"]):
             f.write(json.dumps(e) + "\n")
@@ -620,12 +737,20 @@ def main():
     svg(os.path.join(out, "timeline.svg"), start, history, faults, args.seconds)
 
     ops = Counter((e["form"], e["outcome"]) for e in history)
+    lossy = {t for t in lost.values() if t is not None}
+    failovers = sum(f["kind"] == "failover" for f in faults)
+    on_schema = Counter(e["outcome"] for e in history if "change" in e.get("target", {}))
+    after = [e for e in history if on_lost(e, lost)]
     print(f"\n== replica_gate chaos: seed {seed}, {args.seconds:.0f} s, "
-          f"{len(acks)} writes acknowledged, {len(lost)} lost in failovers")
+          f"{len(acks)} writes acknowledged ({len(changes)} schema changes), "
+          f"{len(lost)} lost in {len(lossy)} of {failovers} failovers")
     print("operations (form: outcome count):")
     for form in FORMS:
-        print(f"  {form:10s} " + ", ".join(f"{o} {c}" for (fm, o), c in sorted(ops.items())
-                                          if fm == form))
+        print(f"  {form:10s} " + counts({o: c for (fm, o), c in ops.items() if fm == form}))
+    print("token gates on a schema change: " + counts(on_schema))
+    print(f"gates on a lost write after its failover: {len(after)}, on "
+          f"{len({(e['target']['writer'], e['target']['seq']) for e in after})} writes: "
+          + counts(Counter(e["outcome"] for e in after)))
     print("faults: " + ", ".join(f"{k} {c}" for k, c in Counter(
         f["kind"] + ("" if f["outcome"] == "done" else " (failed)") for f in faults).items()))
     kinds = Counter(k for k, _ in violations)
@@ -633,10 +758,16 @@ def main():
           ("" if not violations else " (" + ", ".join(f"{k} {c}" for k, c in kinds.items()) + ")"))
     for kind, line in violations[:10]:
         print(f"  {kind}: {json.dumps(line)}")
+    # what a run must have tested: a timeline-blind gate fails only then
+    untested = [what for what, tested in [("no failover lost a write", lossy),
+                                          ("no gate on a lost write after its failover", after)]
+                if not tested]
+    if untested:
+        print("not tested: " + "; ".join(untested))
     print(f"history, writes, faults, server logs and timeline.svg in {out}; "
           f"reproduce with --seed {seed}")
     shutil.rmtree(base, ignore_errors=True)
-    sys.exit(1 if violations else 0)
+    sys.exit(1 if violations or untested else 0)
 
 
 if __name__ == "__main__":
