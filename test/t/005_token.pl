@@ -127,11 +127,27 @@ my @runs = (
 	[ 'psycopg', [ '/usr/bin/python3', "$clients/rg_client.py", $conn{primary}, $conn{standby} ] ],
 	[ 'node-postgres', [ 'node', "$clients/rg_client.js", $conn{primary_url}, $conn{standby_url} ] ]);
 
+# node-postgres: in test/clients/node_modules, or where NODE_PATH points
+# (.ci/install-deps installs it outside the checkout, test/run sets it).
+# Missing, that client fails once, saying how to install it.
+my ($node_out, $node_err) = ('', '');
+my $node_ok = eval {
+	IPC::Run::run([ 'node', '-e', 'require.resolve("pg", { paths: [process.argv[1]] })', $clients ],
+		'>', \$node_out, '2>', \$node_err);
+};
+
 # Each client, in each gate form: a first read without a token, then
 # rounds of write, token from ParameterStatus, gated read.
 foreach my $run (@runs)
 {
 	my ($name, $cmd) = @$run;
+	if ($name eq 'node-postgres' && !$node_ok)
+	{
+		fail('node-postgres client: '
+			  . ($@ ? 'node is not installed' : 'node-postgres (pg) is not installed')
+			  . ' (NODE_PATH=' . ($ENV{NODE_PATH} // '') . '): sudo bash .ci/install-deps node');
+		next;
+	}
 	foreach my $form (qw(function set))
 	{
 		foreach my $case (
