@@ -7,8 +7,10 @@
 EXTENSION = replica_gate
 MODULE_big = replica_gate
 OBJS = \
+	src/commit_wait.o \
 	src/gate.o \
 	src/guard.o \
+	src/proof.o \
 	src/question.o \
 	src/remote.o \
 	src/replan.o \

@@ -12,7 +12,9 @@ writes CSV files to the output directory.  Parts:
   replay replay speed and standby CPU with and without N waiting sessions
   strong strong reads (gate on 'primary'): latency next to plain reads and
          to asking the primary from the application; questions per read;
-         the primary's CPU per read next to serving the read there
+         the primary's CPU per read next to serving the read there; then
+         with a commit wait on the primary, served without a question, and
+         the commit latency that costs
 """
 import argparse
 import csv
@@ -614,11 +616,59 @@ def run_strong(args, mode, n):
             q1[0] - q0[0], q1[1] - q0[1])
 
 
+def restart_primary(args, commit_wait_ms):
+    """Restart the primary with replica_gate.commit_wait (a server setting);
+    return when the standby's question connection has learned it."""
+    subprocess.run(["pg_ctl", "-D", args.primary_data, "-w", "-m", "fast", "restart",
+                    "-o", f"-c replica_gate.commit_wait={commit_wait_ms}"],
+                   check=True, stdout=subprocess.DEVNULL)
+    with open(os.path.join(args.primary_data, "postmaster.pid")) as f:
+        args.primary_pid = int(f.readline())
+    want = f"{commit_wait_ms / 1000:.3f}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        try:
+            with connect(args.standby) as sb:
+                if one(sb, "SELECT replica_gate.wait_for_lsn('primary', 1000) AND "
+                           "extract(epoch FROM commit_wait)::numeric(10, 3)::text = %s "
+                           "FROM replica_gate.status()", (want,)):
+                    return
+        except psycopg.Error:
+            pass
+        time.sleep(0.2)
+    raise SystemExit(f"the standby did not learn commit_wait = {commit_wait_ms} ms")
+
+
+def commit_latency(args, clients, pay):
+    """pgbench on the primary: single-row UPDATE transactions by `clients`
+    clients for args.strong_seconds, paying the commit wait or not; returns
+    (p50 ms, p99 ms, transactions)."""
+    with tempfile.TemporaryDirectory(dir=args.out) as d:
+        script = os.path.join(d, "update.sql")
+        with open(script, "w") as f:
+            f.write("\\set id random(0, 299)\nUPDATE profile SET v = v + 1 WHERE id = :id;\n")
+        env = dict(os.environ, PGOPTIONS=f"-c replica_gate.pay_commit_wait={'on' if pay else 'off'}")
+        subprocess.run(["pgbench", "-n", "-c", str(clients), "-j", str(clients),
+                        "-T", str(int(args.strong_seconds)), "-f", script, "--log",
+                        "--log-prefix", os.path.join(d, "log"), args.primary],
+                       check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        us = []
+        for name in os.listdir(d):
+            if name.startswith("log"):
+                with open(os.path.join(d, name)) as f:
+                    us += [int(line.split()[2]) for line in f]
+    return pct(us, 0.5) / 1000, pct(us, 0.99) / 1000, len(us)
+
+
 def part_strong(args):
+    w = args.commit_wait_ms
     print(f"\n== 7. strong reads: N readers on the standby for {args.strong_seconds} s "
-          "each way (the primary idle but for the questions): a strong read, a plain "
-          "read, the application asking the primary pg_current_wal_insert_lsn() and "
-          "gating on it, and the plain read served by the primary")
+          "each way (the primary idle but for the questions): a plain read, a strong "
+          "read that asks the primary (no commit wait there), the application asking "
+          "the primary pg_current_wal_insert_lsn() and gating on it, and the plain read "
+          f"served by the primary; then, the primary restarted with a commit wait of {w} ms, "
+          "a plain read and a strong read served without a question, side by side; and "
+          "the commit latency on the primary with and without paying the wait")
     rows = []
     with connect(args.primary) as pr:
         pr.execute("CREATE EXTENSION IF NOT EXISTS replica_gate")
@@ -639,17 +689,52 @@ def part_strong(args):
                 r["questions_per_read"] = round(questions / max(strong, 1), 3)
             if mode in ("strong", "primary"):
                 r[f"{mode}_primary_cpu_ms_per_1000"] = round(1e6 * cpu / max(reads, 1), 1)
-        r["goal_p50_ms"] = round(r["plain_p50_ms"] + r["rtt_p50_ms"], 3)
         r["cpu_ratio"] = round(r["strong_primary_cpu_ms_per_1000"] /
                                r["primary_primary_cpu_ms_per_1000"], 3)
         rows.append(r)
-        print(f"  {n} readers: strong p50 {r['strong_p50_ms']} ms (goal <= plain + one "
-              f"round trip = {r['goal_p50_ms']} ms), p99 {r['strong_p99_ms']} ms; "
-              f"questions per strong read {r['questions_per_read']} (goal <= 0.5 at 32); "
-              f"primary CPU per strong read / per read served there {r['cpu_ratio']} "
-              f"(goal <= 0.1)", flush=True)
+        print(f"  {n} readers, asking: strong p50 {r['strong_p50_ms']} ms, plain "
+              f"{r['plain_p50_ms']} ms, questions per strong read {r['questions_per_read']}, "
+              f"primary CPU per strong read / per read served there {r['cpu_ratio']}",
+              flush=True)
+
+    restart_primary(args, w)
+    for r in rows:
+        n = r["readers"]
+        # side by side: a plain read, then the strong read served locally
+        r["plain2_p50_ms"] = round(run_strong(args, "plain", n)[2], 3)
+        reads, errors, p50, p99, cpu, strong, questions = run_strong(args, "strong", n)
+        r["local_p50_ms"] = round(p50, 3)
+        r["local_p99_ms"] = round(p99, 3)
+        if errors:
+            r["local_errors"] = errors
+        r["local_questions_per_read"] = round(questions / max(strong, 1), 4)
+        r["local_primary_cpu_ms_per_1000"] = round(1e6 * cpu / max(reads, 1), 2)
+        r["local_p50_ratio"] = round(r["local_p50_ms"] / r["plain2_p50_ms"], 3)
+        r["local_cpu_ratio"] = round(r["local_primary_cpu_ms_per_1000"] /
+                                     r["primary_primary_cpu_ms_per_1000"], 4)
+        print(f"  {n} readers, local: strong p50 {r['local_p50_ms']} ms, plain "
+              f"{r['plain2_p50_ms']} ms: ratio {r['local_p50_ratio']} (goal <= 1.1); "
+              f"questions per strong read {r['local_questions_per_read']}; primary CPU per "
+              f"strong read / per read served there {r['local_cpu_ratio']} (goal <= 0.02)",
+              flush=True)
     print_table(rows)
     write_csv(args, "strong.csv", rows)
+
+    writes = []
+    for clients in (1, 8):
+        for pay in (False, True):
+            p50, p99, n = commit_latency(args, clients, pay)
+            writes.append({"clients": clients, "pays_commit_wait": pay, "commits": n,
+                           "p50_ms": round(p50, 3), "p99_ms": round(p99, 3)})
+    for clients in (1, 8):
+        free, paid = [x for x in writes if x["clients"] == clients]
+        print(f"  commit latency, {clients} clients: p50 {free['p50_ms']} -> {paid['p50_ms']} "
+              f"ms, p99 {free['p99_ms']} -> {paid['p99_ms']} ms paying the wait (goal: p50 "
+              f"within the wait, {w} ms, of not paying it: "
+              f"{round(paid['p50_ms'] - free['p50_ms'], 3)} ms)")
+    print_table(writes)
+    write_csv(args, "commit_wait.csv", writes)
+    restart_primary(args, 0)
 
 
 def main():
@@ -695,6 +780,9 @@ def main():
                          "token of timeline 1), set_gate, session (the session mode), "
                          "floor (read_after), core_wait (WAIT FOR LSN, 19+)")
     ap.add_argument("--primary-pid", type=int, required=True)
+    ap.add_argument("--primary-data", required=True, help="the primary's data folder")
+    ap.add_argument("--commit-wait-ms", type=int, default=20,
+                    help="the primary's commit wait for the strong part's local path")
     ap.add_argument("--strong-bin", required=True, help="the compiled bench/strong.c")
     ap.add_argument("--strong-n", type=lambda s: [int(x) for x in s.split(",")],
                     default=[1, 8, 32, 128])

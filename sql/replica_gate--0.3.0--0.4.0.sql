@@ -14,8 +14,9 @@ COMMENT ON FUNCTION primary_token(integer) IS
 'the primary''s position as a token ''<timeline>:<lsn>'', covering every commit acknowledged before the call: on a primary its own (flushed), on a standby asked of the primary within timeout_ms (SQLSTATE RG001 if it cannot be)';
 
 -- status() shows the question connection, whether this node serves strong
--- reads and whether this session loaded the library at its start; stats()
--- counts strong reads and questions.  New columns come last, so that a new library fills the old
+-- reads, whether this session loaded the library at its start and the
+-- primary's commit wait; stats() counts strong reads (those served without a
+-- question too) and questions.  New columns come last, so that a new library fills the old
 -- rows too.
 DROP FUNCTION status();
 
@@ -33,13 +34,14 @@ CREATE FUNCTION status(
 	OUT preloaded boolean,
 	OUT question text,
 	OUT strong_reads boolean,
-	OUT loaded_at_start boolean)
+	OUT loaded_at_start boolean,
+	OUT commit_wait interval)
 RETURNS record
 AS 'MODULE_PATHNAME', 'rg_status'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION status() IS
-'what this node can serve, in one row: role, WAL positions, timeline, replay and receiver state, staleness bound, waiting gates, whether the library is preloaded here, the state of the connection that asks the primary (standby), whether strong reads are served here, whether this session loaded the library at its start (only then do settings given at connection gate its first statements)';
+'what this node can serve, in one row: role, WAL positions, timeline, replay and receiver state, staleness bound, waiting gates, whether the library is preloaded here, the state of the connection that asks the primary (standby), whether strong reads are served here, whether this session loaded the library at its start (only then do settings given at connection gate its first statements), the primary''s commit wait (strong reads served without a question; on a standby as learned from the primary, NULL if not connected)';
 
 DROP VIEW stats;
 DROP FUNCTION stats();
@@ -63,7 +65,8 @@ CREATE FUNCTION stats(
 	OUT strong_reads bigint,
 	OUT questions bigint,
 	OUT questions_failed bigint,
-	OUT question_time double precision)
+	OUT question_time double precision,
+	OUT strong_reads_local bigint)
 RETURNS record
 AS 'MODULE_PATHNAME', 'rg_stats_sql'
 LANGUAGE C VOLATILE PARALLEL RESTRICTED;

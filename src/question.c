@@ -19,13 +19,19 @@
  * The answer.  A new connection first checks the server once: one in
  * recovery (this standby cascades and replica_gate.primary_conninfo does
  * not name the primary) or of another system identifier (another cluster)
- * is refused.  It then prepares the question, replica_gate.primary_token():
+ * is refused; its replica_gate.commit_wait, which exists only where the
+ * library is preloaded, says how long its answers prove this standby fresh
+ * (proof.c).  It then prepares the question, replica_gate.primary_token():
  * a token whose position covers every commit acknowledged before the
  * question, asynchronous ones included (rg_primary_position() in target.c).
  * An answer on a timeline older than the one this standby follows comes
  * from a former primary (or another server of a multi-host
  * primary_conninfo) and fails the question; a newer timeline is checked by
- * the gate, like any token's (RG002, RG003).
+ * the gate, like any token's.  Each answer also carries the primary's clock,
+ * for proof.c's check of the clocks' rates.
+ *
+ * Without a question.  A backend first looks whether a recent answer still
+ * covers its read (proof.c): then it takes that answer and asks nothing.
  *
  * The connection.  primary_conninfo's options (host, hostaddr, port, user,
  * password, TLS...), with replica_gate.primary_conninfo's laid over them,
@@ -59,6 +65,7 @@
 #include "utils/memutils.h"
 #include "utils/timestamp.h"
 
+#include "proof.h"
 #include "question.h"
 #include "remote.h"
 #include "stats.h"
@@ -81,11 +88,13 @@
  * the primary parses and plans nothing per question.
  */
 #define RG_QUESTION_CHECK_SQL \
-	"SELECT system_identifier::pg_catalog.text FROM pg_catalog.pg_control_system()" \
-	" WHERE NOT pg_catalog.pg_is_in_recovery()"
+	"SELECT system_identifier::pg_catalog.text," \
+	" (SELECT setting FROM pg_catalog.pg_settings WHERE name = 'replica_gate.commit_wait')" \
+	" FROM pg_catalog.pg_control_system() WHERE NOT pg_catalog.pg_is_in_recovery()"
 #define RG_QUESTION_NAME "replica_gate_question"
 #define RG_QUESTION_PREPARE_SQL \
-	"PREPARE " RG_QUESTION_NAME " AS SELECT replica_gate.primary_token()"
+	"PREPARE " RG_QUESTION_NAME " AS SELECT replica_gate.primary_token()," \
+	" (extract(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::pg_catalog.int8"
 
 /* The connection's state, as status() shows it. */
 typedef enum RgQuestionConn
@@ -191,8 +200,9 @@ rg_question_register(void)
 /*
  * rg_question_ask
  *		The primary's position, as learned by a question sent after this
- *		call began, into *answer; waits until "deadline".  A guard (of a
- *		function-form gate) keeps the wait from holding back replay.
+ *		call began, or by an earlier one whose window covers it (proof.c),
+ *		into *answer; waits until "deadline".  A guard (of a function-form
+ *		gate) keeps the wait from holding back replay.
  */
 RgAskResult
 rg_question_ask(TimestampTz deadline, RgGuard *guard, RgTarget *answer,
@@ -207,6 +217,11 @@ rg_question_ask(TimestampTz deadline, RgGuard *guard, RgTarget *answer,
 		*why = RG_QUESTION_NO_WORKER;
 		return RG_ASK_FAILED;
 	}
+	if (rg_proof_use(answer))
+	{
+		rg_stats_strong_read(true);
+		return RG_ASK_ANSWERED;
+	}
 
 	SpinLockAcquire(&rg_question->mutex);
 	mine = rg_question->sent + 1;
@@ -220,7 +235,7 @@ rg_question_ask(TimestampTz deadline, RgGuard *guard, RgTarget *answer,
 		return RG_ASK_FAILED;
 	}
 	SetLatch(worker);
-	rg_stats_strong_read();
+	rg_stats_strong_read(false);
 
 	if (guard != NULL)
 		rg_guard_begin(guard);
@@ -318,6 +333,8 @@ rg_question_worker_exit(int code, Datum arg)
 	rg_question->conn = RG_CONN_NONE;
 	SpinLockRelease(&rg_question->mutex);
 	rg_upstream_attach(NULL);
+	rg_proof_attach(NULL);
+	rg_proof_forget();
 	rg_question_end(NULL, RecoveryInProgress() ? RG_QUESTION_NO_WORKER :
 					RG_QUESTION_RECOVERY_ENDED);
 }
@@ -382,7 +399,7 @@ rg_question_check_server(PGconn *conn, TimestampTz deadline,
 	res = rg_question_result(conn,
 							 rg_remote_query(conn, RG_QUESTION_CHECK_SQL, deadline,
 											 RG_QUESTION_WORKER_EVENT),
-							 PGRES_TUPLES_OK, 1, why);
+							 PGRES_TUPLES_OK, 2, why);
 	if (res == NULL)
 		return false;
 	snprintf(sysid, sizeof(sysid), UINT64_FORMAT, GetSystemIdentifier());
@@ -401,7 +418,11 @@ rg_question_check_server(PGconn *conn, TimestampTz deadline,
 						PQgetvalue(res, 0, 0), sysid)));
 	}
 	else
+	{
+		/* no such setting: the primary does not preload the library */
+		rg_proof_connected(PQgetisnull(res, 0, 1) ? 0 : atoi(PQgetvalue(res, 0, 1)));
 		ok = true;
+	}
 	PQclear(res);
 	return ok;
 }
@@ -413,6 +434,7 @@ rg_question_close(void)
 	rg_remote_finish(rg_worker.conn);
 	rg_worker.conn = NULL;
 	rg_worker.prepared = false;
+	rg_proof_forget();
 }
 
 /* Is a connection option's value a list (of hosts)? */
@@ -507,11 +529,12 @@ rg_question_timeline(void)
 /*
  * rg_question_put
  *		Ask the primary on the open connection, preparing the question the
- *		first time; true with *answer, or false with rg_worker.why (logged),
- *		the connection then being unusable.
+ *		first time; true with *answer and the primary's clock (us since the
+ *		epoch), or false with rg_worker.why (logged), the connection then
+ *		being unusable.
  */
 static bool
-rg_question_put(TimestampTz deadline, RgTarget *answer)
+rg_question_put(TimestampTz deadline, RgTarget *answer, int64 *primary_clock)
 {
 	RgQuestionFailure *why = &rg_worker.why;
 	PGresult   *res;
@@ -531,10 +554,10 @@ rg_question_put(TimestampTz deadline, RgTarget *answer)
 	res = rg_question_result(rg_worker.conn,
 							 rg_remote_execute(rg_worker.conn, RG_QUESTION_NAME,
 											   deadline, RG_QUESTION_WORKER_EVENT),
-							 PGRES_TUPLES_OK, 1, why);
+							 PGRES_TUPLES_OK, 2, why);
 	if (res == NULL)
 		return false;
-	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0) || PQgetisnull(res, 0, 1))
 	{
 		*why = RG_QUESTION_REFUSED;
 		ereport(rg_question_log_level(*why),
@@ -559,6 +582,7 @@ rg_question_put(TimestampTz deadline, RgTarget *answer)
 	else
 	{
 		rg_question_logged = -1;
+		*primary_clock = (int64) strtoll(PQgetvalue(res, 0, 1), NULL, 10);
 		ok = true;
 	}
 	PQclear(res);
@@ -596,6 +620,8 @@ rg_question_answer(void)
 {
 	TimestampTz start = GetCurrentTimestamp();
 	RgTarget	answer;
+	int64		asked = 0;
+	int64		primary_clock;
 	bool		ok = false;
 
 	for (int attempt = 0; attempt < 2 && !ok; attempt++)
@@ -606,7 +632,8 @@ rg_question_answer(void)
 
 		if (!rg_question_open(deadline))
 			break;
-		ok = rg_question_put(deadline, &answer);
+		asked = rg_monotonic_us();
+		ok = rg_question_put(deadline, &answer, &primary_clock);
 		if (!ok)
 		{
 			rg_question_close();
@@ -615,6 +642,8 @@ rg_question_answer(void)
 		}
 	}
 	rg_stats_question(ok, GetCurrentTimestamp() - start);
+	if (ok)
+		rg_proof_answered(&answer, asked, rg_monotonic_us(), primary_clock);
 	rg_question_end(ok ? &answer : NULL, rg_worker.why);
 }
 
@@ -640,6 +669,7 @@ rg_question_main(Datum arg)
 	rg_question->conn = RG_CONN_NONE;
 	SpinLockRelease(&rg_question->mutex);
 	rg_upstream_attach(MyLatch);
+	rg_proof_attach(MyLatch);
 	before_shmem_exit(rg_question_worker_exit, (Datum) 0);
 
 	for (;;)
@@ -650,6 +680,7 @@ rg_question_main(Datum arg)
 		RgUpstreamKey key;
 		XLogRecPtr	start;
 		bool		upstream;
+		int64		refresh_in;
 
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
@@ -691,7 +722,11 @@ rg_question_main(Datum arg)
 			rg_worker.retry_after = 0;
 		}
 
+		/* a question wanted by backends, or asked to keep proofs fresh */
+		refresh_in = rg_proof_refresh_in();
 		SpinLockAcquire(&rg_question->mutex);
+		if (refresh_in == 0 && rg_question->requested <= rg_question->sent)
+			rg_question->requested = rg_question->sent + 1;
 		n = rg_question->requested > rg_question->sent ? rg_question->requested : 0;
 		if (n != 0)
 			rg_question->sent = n;
@@ -711,7 +746,8 @@ rg_question_main(Datum arg)
 								   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
 								   (rg_worker.conn != NULL ? WL_SOCKET_READABLE : 0),
 								   rg_worker.conn != NULL ? PQsocket(rg_worker.conn) : PGINVALID_SOCKET,
-								   RG_QUESTION_IDLE_MS,
+								   refresh_in < 0 ? RG_QUESTION_IDLE_MS :
+								   Min((refresh_in + 999) / 1000, RG_QUESTION_IDLE_MS),
 								   RG_QUESTION_WORKER_EVENT);
 			if ((rc & WL_SOCKET_READABLE) &&
 				(!PQconsumeInput(rg_worker.conn) || PQstatus(rg_worker.conn) == CONNECTION_BAD))

@@ -27,6 +27,7 @@
 #include "miscadmin.h"
 #include "tcop/tcopprot.h"
 
+#include "commit_wait.h"
 #include "guard.h"
 #include "question.h"
 #include "session.h"
@@ -121,6 +122,7 @@ _PG_init(void)
 	rg_define_settings();
 	rg_set_gate_init();
 	rg_token_init();
+	rg_commit_wait_init();
 	rg_guard_init();
 	rg_session_init();
 	RG_RESERVE_GUC_PREFIX("replica_gate");

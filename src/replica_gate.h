@@ -11,6 +11,8 @@
 #ifndef REPLICA_GATE_H
 #define REPLICA_GATE_H
 
+#include <time.h>
+
 #include "access/xlogdefs.h"
 
 #include "compat.h"
@@ -65,5 +67,19 @@ typedef enum RgWaitResult
 	RG_WAIT_NO_ANSWER,			/* the primary's position stayed unknown */
 	RG_WAIT_ERROR				/* an error ended the wait (statistics only) */
 } RgWaitResult;
+
+/*
+ * The monotonic clock, in microseconds: what a waiting commit and a
+ * standby's answers are timed with (never stepped, unlike the wall clock),
+ * comparable between the processes of one machine.
+ */
+static inline int64
+rg_monotonic_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
 
 #endif							/* REPLICA_GATE_H */

@@ -4,8 +4,10 @@
  *		Gates that need no call: the session mode
  *		replica_gate.consistency = 'strong', which makes every statement
  *		that takes a new snapshot on a standby first gate on 'primary' (a
- *		strong read), and the session token floor replica_gate.read_after,
- *		which makes it first gate on that token.  On a primary the mode
+ *		strong read), or 'bounded', which makes it first wait until the
+ *		standby's staleness bound is within replica_gate.max_staleness, and
+ *		the session token floor replica_gate.read_after, which makes it
+ *		first gate on that token.  On a primary the mode
  *		costs a flag test per statement, and the floor is checked against
  *		the server's timeline history once (a write lost in a failover
  *		fails every read, RG002).
@@ -79,21 +81,25 @@
 #include "guard.h"
 #include "replan.h"
 #include "session.h"
+#include "staleness.h"
 #include "target.h"
 
 typedef enum RgConsistency
 {
 	RG_CONSISTENCY_EVENTUAL,
+	RG_CONSISTENCY_BOUNDED,
 	RG_CONSISTENCY_STRONG
 } RgConsistency;
 
 static const struct config_enum_entry rg_consistency_options[] = {
 	{"eventual", RG_CONSISTENCY_EVENTUAL, false},
+	{"bounded", RG_CONSISTENCY_BOUNDED, false},
 	{"strong", RG_CONSISTENCY_STRONG, false},
 	{NULL, 0, false}
 };
 
 static int	rg_consistency = RG_CONSISTENCY_EVENTUAL;
+static int	rg_max_staleness_ms = 1000;
 static char *rg_read_after_guc = NULL;
 
 /*
@@ -207,7 +213,7 @@ rg_session_check_floor(void)
 static bool
 rg_session_wanted(void)
 {
-	if (!(rg_consistency == RG_CONSISTENCY_STRONG || rg_read_after_set) ||
+	if (!(rg_consistency != RG_CONSISTENCY_EVENTUAL || rg_read_after_set) ||
 		rg_session_depth != 0 || MyBackendType != B_BACKEND)
 		return false;
 	if (RecoveryInProgress())
@@ -227,8 +233,9 @@ rg_session_error_context(void *arg)
 
 /*
  * rg_session_gate
- *		Gate on the floor, then on the primary's position, as the session
- *		asks, each within replica_gate.default_timeout, then consume the
+ *		Gate on the floor, then on the primary's position or on the
+ *		staleness bound, as the session asks, each within
+ *		replica_gate.default_timeout, then consume the
  *		invalidation messages of what was replayed.  The caller holds no
  *		snapshot it will read with.  Returns whether the statement gave
  *		back its locks to wait (guard.c, rule 3): the caller takes again
@@ -270,6 +277,14 @@ rg_session_gate(void)
 
 		context.arg = "replica_gate.consistency = strong";
 		rg_gate_require(&primary, RG_MODE_REPLAY, (int) Max(left, 0), &guard);
+	}
+	else if (rg_consistency == RG_CONSISTENCY_BOUNDED)
+	{
+		long		left = (long) ((deadline - GetCurrentTimestamp()) / 1000);
+
+		context.arg = "replica_gate.consistency = bounded";
+		rg_staleness_require(rg_max_staleness_ms * (int64) 1000,
+							 (int) Max(left, 0), &guard, true);
 	}
 	error_context_stack = context.previous;
 	AcceptInvalidationMessages();
@@ -336,7 +351,7 @@ rg_session_check_xact(void)
 	ereport(ERROR,
 			(errcode(ERRCODE_ACTIVE_SQL_TRANSACTION),
 			 errmsg("this REPEATABLE READ or SERIALIZABLE transaction was not gated before its snapshot"),
-			 errdetail("replica_gate.consistency is \"strong\" or replica_gate.read_after is set, and the transaction's snapshot was taken before a gate could run."),
+			 errdetail("replica_gate.consistency is \"strong\" or \"bounded\", or replica_gate.read_after is set, and the transaction's snapshot was taken before a gate could run."),
 			 errhint("Start the transaction with BEGIN ISOLATION LEVEL REPEATABLE READ: it is gated there. Or use READ COMMITTED.")));
 }
 
@@ -347,7 +362,7 @@ rg_session_refuse(void)
 	ereport(ERROR,
 			(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 			 errmsg("replica_gate cannot gate this statement before its snapshot"),
-			 errdetail("replica_gate.consistency is \"strong\" or replica_gate.read_after is set, and this statement's snapshot is not one the gate can replace."),
+			 errdetail("replica_gate.consistency is \"strong\" or \"bounded\", or replica_gate.read_after is set, and this statement's snapshot is not one the gate can replace."),
 			 errhint("Run the statement on the primary, or set replica_gate.consistency to \"eventual\" and gate it with replica_gate.require_lsn().")));
 }
 
@@ -446,7 +461,7 @@ rg_session_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("replica_gate cannot gate a fast-path function call"),
-				 errdetail("replica_gate.consistency is \"strong\" or replica_gate.read_after is set, and a fast-path call (PQfn, the large-object API) reads with a snapshot taken before a gate could run."),
+				 errdetail("replica_gate.consistency is \"strong\" or \"bounded\", or replica_gate.read_after is set, and a fast-path call (PQfn, the large-object API) reads with a snapshot taken before a gate could run."),
 				 errhint("Call the function in a SELECT, or on the primary.")));
 }
 
@@ -616,7 +631,7 @@ rg_session_utility(RG_UTILITY_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("SET TRANSACTION SNAPSHOT cannot be gated"),
-				 errdetail("replica_gate.consistency is \"strong\" or replica_gate.read_after is set, and an imported snapshot was taken before a gate could run.")));
+				 errdetail("replica_gate.consistency is \"strong\" or \"bounded\", or replica_gate.read_after is set, and an imported snapshot was taken before a gate could run.")));
 	if (at_top && rg_session_utility_reads(stmt))
 		pushed = rg_session_utility_gate(&pstmt, queryString, params, queryEnv);
 
@@ -662,13 +677,21 @@ rg_session_init(void)
 {
 	DefineCustomEnumVariable("replica_gate.consistency",
 							 "Whether statements on a standby first gate on the primary's position.",
-							 "strong: every statement that takes a new snapshot on a standby first waits until the standby has replayed what the primary had when it began (RG001 if not within replica_gate.default_timeout).",
+							 "strong: every statement that takes a new snapshot on a standby first waits until the standby has replayed what the primary had when it began; bounded: until its staleness bound is within replica_gate.max_staleness (RG001 if not within replica_gate.default_timeout).",
 							 &rg_consistency,
 							 RG_CONSISTENCY_EVENTUAL,
 							 rg_consistency_options,
 							 PGC_USERSET,
 							 GUC_REPORT,
 							 NULL, rg_session_assign_consistency, NULL);
+	DefineCustomIntVariable("replica_gate.max_staleness",
+							"How stale a statement of the bounded mode may read.",
+							"With replica_gate.consistency = bounded, every statement that takes a new snapshot on a standby first waits until the standby's staleness bound is at most this (RG001 if not within replica_gate.default_timeout).",
+							&rg_max_staleness_ms,
+							1000, 0, INT_MAX,
+							PGC_USERSET,
+							GUC_UNIT_MS,
+							NULL, rg_session_assign_consistency, NULL);
 	DefineCustomStringVariable("replica_gate.read_after",
 							   "A token every statement on a standby first gates on.",
 							   "Every statement that takes a new snapshot on a standby first waits until the standby has replayed this token (RG001, RG002, RG003 as require_lsn()); setting it returns at once, on every node.",

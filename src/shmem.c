@@ -2,8 +2,9 @@
  *
  * shmem.c
  *		Shared memory of replica_gate (the waiter registry, before 19, the
- *		gate statistics, what the upstream is, the question to the primary): requesting it at preload
- *		and creating it at startup.
+ *		gate statistics, what the upstream is, the question to the primary
+ *		and what its answers prove): requesting it at preload and creating
+ *		it at startup.
  *
  *-------------------------------------------------------------------------
  */
@@ -14,6 +15,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 
+#include "proof.h"
 #include "question.h"
 #include "shmem.h"
 #include "stats.h"
@@ -38,7 +40,8 @@ rg_shmem_request(void)
 #endif
 	RequestAddinShmemSpace(add_size(add_size(rg_stats_shmem_size(),
 											 rg_upstream_shmem_size()),
-									rg_question_shmem_size()));
+									add_size(rg_question_shmem_size(),
+											 rg_proof_shmem_size())));
 #ifndef RG_HAVE_CORE_WAIT
 	RequestAddinShmemSpace(rg_registry_shmem_size());
 	RequestNamedLWLockTranche("replica_gate", 1);
@@ -62,6 +65,7 @@ rg_shmem_startup(void)
 	rg_stats_shmem_init();
 	rg_upstream_shmem_init();
 	rg_question_shmem_init();
+	rg_proof_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 }
 

@@ -22,6 +22,11 @@
  * was sent, and the bound is the smaller of the two.  Times sent by the
  * primary are compared with this server's clock, so the clocks must agree.
  *
+ * A second bound needs no clock but this server's: the age of the newest
+ * answer of the primary this standby has replayed (proof.c).  It holds on a
+ * cascading standby too, where a question reaches the primary.  The
+ * staleness is the smaller of the bounds known.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -37,9 +42,12 @@
 #include "utils/pg_lsn.h"
 #include "utils/timestamp.h"
 
+#include "commit_wait.h"
 #include "gate.h"
 #include "guard.h"
+#include "proof.h"
 #include "question.h"
+#include "staleness.h"
 #include "stats.h"
 #include "upstream.h"
 #include "wait.h"
@@ -101,14 +109,14 @@ rg_read_receiver(RgReceiver *rcv)
 }
 
 /*
- * rg_staleness_us
- *		Upper bound on this node's staleness in microseconds; false when it
- *		cannot be known (not streaming, nothing heard from the primary yet,
- *		streaming from another standby or not yet known not to be, replay
- *		behind with no replayed commit to date it).
+ * rg_stream_staleness_us
+ *		The bound from what the WAL receiver knows; false when it cannot be
+ *		known (not streaming, nothing heard from the primary yet, streaming
+ *		from another standby or not yet known not to be, replay behind with
+ *		no replayed commit to date it).
  */
 static bool
-rg_staleness_us(int64 *us)
+rg_stream_staleness_us(int64 *us)
 {
 	RgReceiver	rcv;
 	TimestampTz now;
@@ -116,12 +124,6 @@ rg_staleness_us(int64 *us)
 	TimestampTz last_commit;
 	TimestampTz primary_since;
 	int64		unflushed_us;
-
-	if (!RecoveryInProgress())
-	{
-		*us = 0;
-		return true;
-	}
 
 	rg_read_receiver(&rcv);
 	if (!rcv.streaming || rcv.sent_time == 0 ||
@@ -139,6 +141,36 @@ rg_staleness_us(int64 *us)
 		return false;
 	*us = Max(now - as_of, 0);
 	return true;
+}
+
+/*
+ * rg_staleness_us
+ *		Upper bound on this node's staleness in microseconds: 0 on a primary,
+ *		on a standby the smaller of the stream's and the replayed answer's
+ *		bounds; false when neither is known.  "want": a gate waits on it
+ *		(proof.c then keeps answers fresh).
+ */
+static bool
+rg_staleness_us(bool want, int64 *us)
+{
+	TimeLineID	tli;
+	XLogRecPtr	replayed;
+	int64		answer_us;
+	bool		known;
+
+	if (!RecoveryInProgress())
+	{
+		*us = 0;
+		return true;
+	}
+	known = rg_stream_staleness_us(us);
+	replayed = GetXLogReplayRecPtr(&tli);
+	if (rg_proof_age_us(replayed, tli, want, &answer_us))
+	{
+		*us = known ? Min(*us, answer_us) : answer_us;
+		known = true;
+	}
+	return known;
 }
 
 static Interval *
@@ -179,11 +211,14 @@ rg_limit_us(Interval *limit)
 	return us;
 }
 
-/* Is the bound known and within limit_us?  Sets *bound_us (-1: unknown). */
+/*
+ * Is the bound known and within limit_us?  Sets *bound_us (-1: unknown).
+ * "want": keep the primary's answers fresh meanwhile (proof.c).
+ */
 static bool
-rg_fresh_enough(int64 limit_us, int64 *bound_us)
+rg_fresh_enough(int64 limit_us, bool want, int64 *bound_us)
 {
-	if (!rg_staleness_us(bound_us))
+	if (!rg_staleness_us(want, bound_us))
 		*bound_us = -1;
 	return *bound_us >= 0 && *bound_us <= limit_us;
 }
@@ -198,13 +233,14 @@ rg_fresh_enough(int64 limit_us, int64 *bound_us)
  * guard keeps the wait from holding back replay (guard.c).
  */
 static RgWaitResult
-rg_wait_fresh(int64 limit_us, int timeout_ms, RgGuard *guard, int64 *bound_us)
+rg_wait_fresh(int64 limit_us, int timeout_ms, RgGuard *guard, bool want,
+			  int64 *bound_us)
 {
 	RgWaitResult result;
 	TimestampTz start;
 	TimestampTz deadline;
 
-	if (rg_wait_start(rg_fresh_enough(limit_us, bound_us), timeout_ms,
+	if (rg_wait_start(rg_fresh_enough(limit_us, want, bound_us), timeout_ms,
 						&result, &start, &deadline))
 		return result;
 	rg_guard_begin(guard);
@@ -215,7 +251,7 @@ rg_wait_fresh(int64 limit_us, int timeout_ms, RgGuard *guard, int64 *bound_us)
 		{
 			long		look_ms = rg_guard_poll_ms(guard);
 
-			if (rg_fresh_enough(limit_us, bound_us))
+			if (rg_fresh_enough(limit_us, want, bound_us))
 			{
 				result = RG_WAIT_REACHED;
 				break;
@@ -248,7 +284,7 @@ rg_staleness_sql(PG_FUNCTION_ARGS)
 {
 	int64		us;
 
-	if (!rg_staleness_us(&us))
+	if (!rg_staleness_us(false, &us))
 		PG_RETURN_NULL();
 	PG_RETURN_INTERVAL_P(rg_interval_from_us(us));
 }
@@ -271,29 +307,25 @@ rg_fresh_within(PG_FUNCTION_ARGS)
 	rg_gate_check_snapshot("replica_gate.fresh_within");
 	rg_guard_prepare(&guard, fcinfo);
 	PG_RETURN_BOOL(rg_wait_fresh(rg_limit_us(PG_GETARG_INTERVAL_P(0)),
-								 timeout, &guard, &bound) == RG_WAIT_REACHED);
+								 timeout, &guard, false, &bound) == RG_WAIT_REACHED);
 }
 
 /*
- * require_fresh(max_staleness interval, timeout_ms integer) returns void:
- * like fresh_within, raising RG001 on timeout.
+ * rg_staleness_require
+ *		Wait until this node's staleness bound is at most limit_us, at most
+ *		timeout_ms, raising RG001 if it does not get there; the messages
+ *		name the limit as an interval.  require_fresh() and the session's
+ *		bounded mode (session.c) gate so; the bounded mode ("want") also
+ *		has the question worker keep the primary's answers fresh.
  */
-Datum
-rg_require_fresh(PG_FUNCTION_ARGS)
+void
+rg_staleness_require(int64 limit_us, int timeout_ms, RgGuard *guard, bool want)
 {
-	int			timeout = rg_gate_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
-	Interval   *limit;
-	RgGuard		guard;
+	Interval   *limit = rg_interval_from_us(limit_us);
 	int64		bound;
 	RgWaitResult result;
 
-	rg_gate_check_missed_set();
-	if (PG_ARGISNULL(0))
-		PG_RETURN_VOID();
-	rg_gate_check_snapshot("replica_gate.require_fresh");
-	limit = PG_GETARG_INTERVAL_P(0);
-	rg_guard_prepare(&guard, fcinfo);
-	result = rg_wait_fresh(rg_limit_us(limit), timeout, &guard, &bound);
+	result = rg_wait_fresh(limit_us, timeout_ms, guard, want, &bound);
 	if (result == RG_WAIT_GAVE_WAY)
 		ereport(ERROR,
 				(errcode(ERRCODE_RG_REPLICA_BEHIND),
@@ -308,7 +340,7 @@ rg_require_fresh(PG_FUNCTION_ARGS)
 				 errmsg("replica is not within %s of the primary after %d ms",
 						DatumGetCString(DirectFunctionCall1(interval_out,
 															IntervalPGetDatum(limit))),
-						timeout),
+						timeout_ms),
 				 bound < 0 && !rg_preloaded ?
 				 errdetail("Its staleness cannot be known without shared_preload_libraries = 'replica_gate'.") :
 				 bound < 0 ?
@@ -317,6 +349,24 @@ rg_require_fresh(PG_FUNCTION_ARGS)
 						   DatumGetCString(DirectFunctionCall1(interval_out,
 															   IntervalPGetDatum(rg_interval_from_us(bound))))),
 				 errhint("Run the read on the primary, or accept more staleness.")));
+}
+
+/*
+ * require_fresh(max_staleness interval, timeout_ms integer) returns void:
+ * like fresh_within, raising RG001 on timeout.
+ */
+Datum
+rg_require_fresh(PG_FUNCTION_ARGS)
+{
+	int			timeout = rg_gate_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
+	RgGuard		guard;
+
+	rg_gate_check_missed_set();
+	if (PG_ARGISNULL(0))
+		PG_RETURN_VOID();
+	rg_gate_check_snapshot("replica_gate.require_fresh");
+	rg_guard_prepare(&guard, fcinfo);
+	rg_staleness_require(rg_limit_us(PG_GETARG_INTERVAL_P(0)), timeout, &guard, false);
 	PG_RETURN_VOID();
 }
 
@@ -327,8 +377,9 @@ Datum
 rg_status(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[14];
-	bool		nulls[14] = {0};
+	Datum		values[15];
+	bool		nulls[15] = {0};
+	int			commit_wait_ms;
 	int64		us;
 
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
@@ -359,7 +410,7 @@ rg_status(PG_FUNCTION_ARGS)
 		values[5] = Int32GetDatum((int32) RG_INSERT_TLI());
 		nulls[6] = nulls[7] = true;
 	}
-	if (rg_staleness_us(&us))
+	if (rg_staleness_us(false, &us))
 		values[8] = IntervalPGetDatum(rg_interval_from_us(us));
 	else
 		nulls[8] = true;
@@ -372,6 +423,11 @@ rg_status(PG_FUNCTION_ARGS)
 	values[12] = BoolGetDatum(!RecoveryInProgress() ||
 							 strcmp(rg_question_state(), "off") != 0);
 	values[13] = BoolGetDatum(rg_loaded_at_start);
+	/* the primary's commit wait: this one's, or as learned by the question */
+	commit_wait_ms = RecoveryInProgress() ? rg_proof_commit_wait_ms() :
+		rg_preloaded ? rg_commit_wait_ms : 0;
+	values[14] = IntervalPGetDatum(rg_interval_from_us(commit_wait_ms * (int64) 1000));
+	nulls[14] = (commit_wait_ms < 0);
 
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

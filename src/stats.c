@@ -38,10 +38,11 @@ enum
 	RG_MAX_WAIT_US,
 	RG_HIST,					/* RG_HIST_BUCKETS histogram buckets */
 	RG_GAVE_WAY = RG_HIST + RG_HIST_BUCKETS,	/* after stats_reset, see below */
-	RG_STRONG_READS,			/* gates on 'primary' that asked */
+	RG_STRONG_READS,			/* gates on 'primary' */
 	RG_QUESTIONS,				/* questions the question worker asked */
 	RG_QUESTIONS_FAILED,
 	RG_QUESTION_TIME_US,		/* their total time */
+	RG_STRONG_READS_LOCAL,		/* gates on 'primary' that needed no question */
 	RG_NCOUNTERS
 };
 
@@ -142,12 +143,15 @@ rg_stats_count(RgWaitResult result, TimestampTz slept_since)
 	rg_stats_add(RG_HIST + bucket, 1);
 }
 
-/* A gate on 'primary' asked the question worker. */
+/* A gate on 'primary': it asked the question worker, or ("local") needed not. */
 void
-rg_stats_strong_read(void)
+rg_stats_strong_read(bool local)
 {
-	if (rg_stats != NULL)
-		rg_stats_add(RG_STRONG_READS, 1);
+	if (rg_stats == NULL)
+		return;
+	rg_stats_add(RG_STRONG_READS, 1);
+	if (local)
+		rg_stats_add(RG_STRONG_READS_LOCAL, 1);
 }
 
 /* The question worker asked the primary, in "us" microseconds. */

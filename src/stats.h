@@ -17,7 +17,7 @@ extern void rg_stats_shmem_init(void);
 extern void rg_stats_sleep_begin(void);
 extern void rg_stats_count(RgWaitResult result, TimestampTz slept_since);
 extern int	rg_stats_sleeping(void);
-extern void rg_stats_strong_read(void);
+extern void rg_stats_strong_read(bool local);
 extern void rg_stats_question(bool answered, int64 us);
 
 #endif							/* RG_STATS_H */

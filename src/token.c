@@ -24,6 +24,7 @@
 #include "utils/guc.h"
 #include "utils/pg_lsn.h"
 
+#include "commit_wait.h"
 #include "target.h"
 #include "token.h"
 
@@ -122,7 +123,10 @@ rg_token_utility_done(Node *parsetree)
 {
 	if (IsA(parsetree, TransactionStmt) &&
 		((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED)
+	{
 		rg_token_set(XactLastRecEnd);
+		rg_commit_wait_note();
+	}
 }
 
 /*

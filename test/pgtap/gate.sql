@@ -37,9 +37,9 @@ SELECT has_view('replica_gate', 'stats', 'view replica_gate.stats');
 SELECT columns_are('replica_gate', 'stats', ARRAY['calls', 'immediate', 'waits', 'timeouts',
 	'errors', 'wait_time', 'max_wait_time', 'waits_le_1ms', 'waits_le_10ms', 'waits_le_100ms',
 	'waits_le_1s', 'waits_le_10s', 'waits_gt_10s', 'stats_reset', 'gave_way', 'strong_reads',
-	'questions', 'questions_failed', 'question_time']);
+	'questions', 'questions_failed', 'question_time', 'strong_reads_local']);
 SELECT is(pg_get_function_arguments('replica_gate.status()'::regprocedure),
-	'OUT role text, OUT replay_lsn pg_lsn, OUT receive_lsn pg_lsn, OUT insert_lsn pg_lsn, OUT flush_lsn pg_lsn, OUT timeline integer, OUT replay_paused boolean, OUT streaming boolean, OUT staleness interval, OUT waiters integer, OUT preloaded boolean, OUT question text, OUT strong_reads boolean, OUT loaded_at_start boolean',
+	'OUT role text, OUT replay_lsn pg_lsn, OUT receive_lsn pg_lsn, OUT insert_lsn pg_lsn, OUT flush_lsn pg_lsn, OUT timeline integer, OUT replay_paused boolean, OUT streaming boolean, OUT staleness interval, OUT waiters integer, OUT preloaded boolean, OUT question text, OUT strong_reads boolean, OUT loaded_at_start boolean, OUT commit_wait interval',
 	'status() columns');
 SELECT function_returns('replica_gate', 'caught_up', ARRAY['pg_lsn', 'text'], 'boolean');
 SELECT function_returns('replica_gate', 'wait_for_lsn', ARRAY['pg_lsn', 'integer', 'text'], 'boolean');
@@ -107,10 +107,13 @@ SELECT lives_ok($$SET replica_gate.read_after = '1:0/1'; SET replica_gate.consis
 	'on a primary the session mode and the floor pass every statement');
 SELECT results_eq(
 	$$SELECT name, context, coalesce(unit, '') FROM pg_settings WHERE name LIKE 'replica_gate.%' ORDER BY name$$,
-	$$VALUES ('replica_gate.consistency', 'user', ''),
+	$$VALUES ('replica_gate.commit_wait', 'postmaster', 'ms'),
+	         ('replica_gate.consistency', 'user', ''),
 	         ('replica_gate.default_timeout', 'user', 'ms'),
 	         ('replica_gate.last_commit_token', 'internal', ''),
+	         ('replica_gate.max_staleness', 'user', 'ms'),
 	         ('replica_gate.max_timeout', 'superuser', 'ms'),
+	         ('replica_gate.pay_commit_wait', 'user', ''),
 	         ('replica_gate.poll_interval', 'sighup', 'ms'),
 	         ('replica_gate.primary_conninfo', 'sighup', ''),
 	         ('replica_gate.read_after', 'user', ''),

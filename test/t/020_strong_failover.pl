@@ -50,6 +50,9 @@ $s2->poll_query_until('postgres', 'SELECT questions > questions_failed FROM repl
 
 # --- the primary goes away ------------------------------------------------------
 $primary->stop('immediate');
+# (the holes closed: a WAL receiver hanging in its connection attempt can
+# keep a promotion waiting)
+close $_ for ($s1_hole, $s2_hole);
 my ($ret, $out, $err) = $s2->psql('postgres',
 	"\\set VERBOSITY verbose\nSET replica_gate.consistency = strong; SET replica_gate.default_timeout = '1s'; SELECT v FROM counter");
 like($err, qr/RG001/, 'no primary: a strong read fails closed (RG001)');
@@ -63,7 +66,6 @@ $s1->safe_psql('postgres', 'UPDATE counter SET v = 2');
 $s2->append_conf('postgresql.conf',
 	"primary_conninfo = '" . $s1->connstr . "'\nreplica_gate.primary_conninfo = ''\n");
 $s2->reload;
-close $_ for ($s1_hole, $s2_hole);
 rg_bg_finish($lost_read);
 like($lost_read->{stderr}, qr/RG001: the primary's position \S+ is not in the history of this server/,
 	'a strong read waiting for a position the failover lost: RG001')

@@ -1,0 +1,144 @@
+/*-------------------------------------------------------------------------
+ *
+ * commit_wait.c
+ *		The primary's side of strong reads served without a question: a
+ *		commit that wrote, in a client session that pays
+ *		(replica_gate.pay_commit_wait, on by default), waits out
+ *		replica_gate.commit_wait before its COMMIT is acknowledged.  A
+ *		standby that holds an answer of the primary younger than that wait
+ *		then knows it covers every paying commit acknowledged since
+ *		(question.c); src/README.md has the argument.
+ *
+ * The wait is measured on the monotonic clock from the end of the commit
+ * (after its record was flushed and it became visible), in the transaction
+ * callback, before the client hears of it.  A procedure's own COMMITs are
+ * not acknowledged to the client: they only raise the deadline, which the
+ * end of the statement waits out.  The wait cannot be cancelled (the commit
+ * is done and cannot fail; acknowledging it early would break the promise):
+ * a cancel request is dropped, as synchronous replication does after its
+ * warning; a terminate request or the postmaster's death end it without
+ * acknowledging the commit.  It is at most replica_gate.commit_wait long,
+ * whatever the standbys do: none of them is waited for.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xact.h"
+#include "executor/spi.h"
+#include "miscadmin.h"
+#include "storage/latch.h"
+#include "tcop/dest.h"
+#include "utils/guc.h"
+
+#include "commit_wait.h"
+
+/* replica_gate.commit_wait in milliseconds (0: off); set only where preloaded */
+int			rg_commit_wait_ms = 0;
+static bool rg_pay_commit_wait = true;
+
+/* Until when (monotonic microseconds) the next acknowledgement must wait. */
+static int64 rg_commit_wait_until = 0;
+
+static uint32 rg_commit_wait_event = 0;
+
+/*
+ * rg_commit_wait_note
+ *		This session wrote a commit record: unless it does not pay, its
+ *		acknowledgement waits out replica_gate.commit_wait from now.  Called
+ *		by the callback below, and by token.c for COMMIT PREPARED (which
+ *		commits another transaction).  Must not throw: it runs after the
+ *		commit.
+ */
+void
+rg_commit_wait_note(void)
+{
+	if (rg_commit_wait_ms > 0 && rg_pay_commit_wait &&
+		MyBackendType == B_BACKEND)
+		rg_commit_wait_until = Max(rg_commit_wait_until,
+								   rg_monotonic_us() + rg_commit_wait_ms * (int64) 1000);
+}
+
+/*
+ * rg_commit_wait_sleep
+ *		Wait until rg_commit_wait_until, without throwing.
+ */
+static void
+rg_commit_wait_sleep(void)
+{
+	for (;;)
+	{
+		int64		left = rg_commit_wait_until - rg_monotonic_us();
+		int			rc;
+
+		if (left <= 0)
+			break;
+		if (ProcDiePending)
+		{
+			/* the connection ends: never acknowledge the commit */
+			whereToSendOutput = DestNone;
+			break;
+		}
+		QueryCancelPending = false;
+		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
+					   (long) ((left + 999) / 1000),
+					   RG_WAIT_EVENT(rg_commit_wait_event, "ReplicaGateCommitWait"));
+		ResetLatch(MyLatch);
+		if (rc & WL_POSTMASTER_DEATH)
+		{
+			ProcDiePending = true;
+			whereToSendOutput = DestNone;
+			break;
+		}
+	}
+	rg_commit_wait_until = 0;
+}
+
+/*
+ * rg_commit_wait_xact_callback
+ *		After a commit that wrote a commit record, note it; at the end of a
+ *		transaction, unless a procedure goes on (its next transaction
+ *		starts, and no client hears of this one yet), wait out what the
+ *		commits so far owe.
+ */
+static void
+rg_commit_wait_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_COMMIT &&
+		TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		rg_commit_wait_note();
+	if ((event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT) &&
+		rg_commit_wait_until != 0 && !SPI_inside_nonatomic_context())
+		rg_commit_wait_sleep();
+}
+
+/*
+ * rg_commit_wait_init
+ *		Define the settings and install the callback; called from _PG_init.
+ *		The wait itself exists only where the library is preloaded, so that
+ *		every session of the server pays it: a standby trusts the value it
+ *		reads in pg_settings (question.c).
+ */
+void
+rg_commit_wait_init(void)
+{
+	DefineCustomBoolVariable("replica_gate.pay_commit_wait",
+							 "Whether this session's commits wait out replica_gate.commit_wait.",
+							 "off: its writes are not covered by strong reads that standbys serve without asking the primary.",
+							 &rg_pay_commit_wait,
+							 true,
+							 PGC_USERSET,
+							 0,
+							 NULL, NULL, NULL);
+	if (!process_shared_preload_libraries_in_progress)
+		return;
+	DefineCustomIntVariable("replica_gate.commit_wait",
+							"How long each commit waits before it is acknowledged, so that standbys can serve strong reads without asking the primary.",
+							"0 turns it off.  Set on the primary (and on every server that may become one); standbys learn it from there.",
+							&rg_commit_wait_ms,
+							0, 0, 1000,
+							PGC_POSTMASTER,
+							GUC_UNIT_MS,
+							NULL, NULL, NULL);
+	RegisterXactCallback(rg_commit_wait_xact_callback, NULL);
+}

@@ -1,0 +1,19 @@
+/*-------------------------------------------------------------------------
+ *
+ * commit_wait.h
+ *		The primary's commit wait for strong reads served locally
+ *		(commit_wait.c).
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef RG_COMMIT_WAIT_H
+#define RG_COMMIT_WAIT_H
+
+#include "replica_gate.h"
+
+extern int	rg_commit_wait_ms;
+
+extern void rg_commit_wait_init(void);
+extern void rg_commit_wait_note(void);
+
+#endif							/* RG_COMMIT_WAIT_H */

@@ -1,0 +1,329 @@
+/*-------------------------------------------------------------------------
+ *
+ * proof.c
+ *		What the primary's answers prove as time passes: a standby that
+ *		asked the primary for its position at a moment t (its own monotonic
+ *		clock) and has replayed the answer has every commit acknowledged
+ *		before t, and, while the primary makes its commits wait W before
+ *		acknowledging them (commit_wait.c), every such commit acknowledged
+ *		before t + W.  A strong read that begins within that window needs no
+ *		question of its own: the answer is its target (question.c).  The
+ *		age of the newest replayed answer also bounds the staleness of this
+ *		standby (staleness.c).  src/README.md has the argument.
+ *
+ * The clocks.  The window is measured on this standby's monotonic clock,
+ * the commit wait on the primary's: only the rates at which the two clocks
+ * advance matter, not their offset.  The window is W shortened so that
+ * rates differing by up to RG_PROOF_RATE_BOUND stay safe, and the question
+ * worker checks that bound: each answer carries the primary's clock, and at
+ * least a second apart, the primary's clock must have advanced at a rate
+ * within the bound of this standby's over the same interval (what the round
+ * trips leave uncertain counts against it).  Until that has held on the
+ * current connection, and whenever it fails, answers serve no window; the
+ * check runs again each second.
+ *
+ * Keeping proofs fresh.  While strong reads (or bounded-staleness reads)
+ * happen, the worker asks every half window on its own, so that a read
+ * rarely finds no fresh answer; when none happen for RG_PROOF_DEMAND_US it
+ * stops asking.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "storage/latch.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+
+#include "proof.h"
+
+/*
+ * How far apart the rates of the two clocks may be: real clocks, NTP
+ * slewing included, stay within 0.1 %.
+ */
+#define RG_PROOF_RATE_BOUND		0.01
+
+/* Clocks are compared over at least this long. */
+#define RG_PROOF_CLOCK_SPAN_US	1000000
+
+/* Reads that want a proof keep the worker asking this long. */
+#define RG_PROOF_DEMAND_US		1000000
+
+/* Readers note their demand at most this often (it is a shared write). */
+#define RG_PROOF_NOTE_US		100000
+
+/* How often answers are refreshed for bounded staleness alone. */
+#define RG_PROOF_BOUNDED_US		100000
+
+typedef struct RgProofShared
+{
+	slock_t		mutex;
+	Latch	   *worker_latch;	/* the question worker's, NULL: none runs */
+	int			commit_wait_ms; /* the primary's, -1: not connected */
+	int64		window_us;		/* how long an answer covers paying commits */
+	bool		clock_ok;		/* the clock check holds on this connection */
+	int64		asked;			/* monotonic us the newest answer was asked, 0: none */
+	RgTarget	answer;			/* that answer */
+	int64		demand;			/* monotonic us of the last read that wanted one */
+} RgProofShared;
+
+static RgProofShared *rg_proof = NULL;
+
+/*
+ * In the worker: the answer the clocks are compared from (asked and
+ * received on this standby's clock, and the primary's clock in it), or
+ * asked 0.
+ */
+static struct
+{
+	int64		asked;
+	int64		received;
+	int64		primary;
+}			rg_proof_clock;
+
+Size
+rg_proof_shmem_size(void)
+{
+	return sizeof(RgProofShared);
+}
+
+/*
+ * rg_proof_shmem_init
+ *		Create or attach to the shared proof; called with AddinShmemInitLock
+ *		held.
+ */
+void
+rg_proof_shmem_init(void)
+{
+	bool		found;
+
+	rg_proof = ShmemInitStruct("replica_gate proof", sizeof(RgProofShared),
+							   &found);
+	if (found)
+		return;
+	memset(rg_proof, 0, sizeof(RgProofShared));
+	rg_proof->commit_wait_ms = -1;
+	SpinLockInit(&rg_proof->mutex);
+}
+
+/*
+ * rg_proof_attach
+ *		The question worker starts (its latch) or leaves (NULL).
+ */
+void
+rg_proof_attach(Latch *worker)
+{
+	SpinLockAcquire(&rg_proof->mutex);
+	rg_proof->worker_latch = worker;
+	SpinLockRelease(&rg_proof->mutex);
+}
+
+/*
+ * rg_proof_connected
+ *		In the worker: a new connection to a primary whose commits wait
+ *		commit_wait_ms (0: none; -1: no connection).  Earlier answers prove
+ *		nothing about it.
+ */
+void
+rg_proof_connected(int commit_wait_ms)
+{
+	rg_proof_clock.asked = 0;
+	SpinLockAcquire(&rg_proof->mutex);
+	rg_proof->commit_wait_ms = commit_wait_ms;
+	rg_proof->window_us = (int64) (Max(commit_wait_ms, 0) * 1000.0 *
+								   (1 - RG_PROOF_RATE_BOUND) /
+								   (1 + RG_PROOF_RATE_BOUND));
+	rg_proof->clock_ok = false;
+	rg_proof->asked = 0;
+	SpinLockRelease(&rg_proof->mutex);
+}
+
+/*
+ * rg_proof_forget
+ *		In the worker: the connection closed, or the worker leaves.
+ */
+void
+rg_proof_forget(void)
+{
+	if (rg_proof != NULL)
+		rg_proof_connected(-1);
+}
+
+/*
+ * rg_proof_commit_wait_ms
+ *		The commit wait of the primary the question connection reaches, or
+ *		-1 while none is connected.
+ */
+int
+rg_proof_commit_wait_ms(void)
+{
+	int			ms;
+
+	if (rg_proof == NULL)
+		return -1;
+	SpinLockAcquire(&rg_proof->mutex);
+	ms = rg_proof->commit_wait_ms;
+	SpinLockRelease(&rg_proof->mutex);
+	return ms;
+}
+
+/*
+ * rg_proof_clock_check
+ *		In the worker: with an answer asked at "asked", received at
+ *		"received" and carrying the primary's clock "primary", do the
+ *		clocks' rates agree within the bound?  Unknown (the last verdict
+ *		stands) until the answers compared are a second apart.
+ */
+static void
+rg_proof_clock_check(int64 asked, int64 received, int64 primary)
+{
+	double		slowest;
+	double		fastest;
+	bool		ok;
+
+	if (rg_proof_clock.asked == 0 || primary <= rg_proof_clock.primary)
+	{
+		if (rg_proof_clock.asked != 0)
+		{
+			/* the primary's clock went back: no verdict from it */
+			SpinLockAcquire(&rg_proof->mutex);
+			rg_proof->clock_ok = false;
+			SpinLockRelease(&rg_proof->mutex);
+		}
+		rg_proof_clock.asked = asked;
+		rg_proof_clock.received = received;
+		rg_proof_clock.primary = primary;
+		return;
+	}
+	if (received - rg_proof_clock.asked < RG_PROOF_CLOCK_SPAN_US ||
+		asked <= rg_proof_clock.received)
+		return;
+
+	/*
+	 * The primary read its clock somewhere within each round trip: its
+	 * interval's rate against ours lies between these two.
+	 */
+	slowest = (double) (primary - rg_proof_clock.primary) /
+		(received - rg_proof_clock.asked);
+	fastest = (double) (primary - rg_proof_clock.primary) /
+		(asked - rg_proof_clock.received);
+	ok = slowest >= 1 - RG_PROOF_RATE_BOUND && fastest <= 1 + RG_PROOF_RATE_BOUND;
+	SpinLockAcquire(&rg_proof->mutex);
+	rg_proof->clock_ok = ok;
+	SpinLockRelease(&rg_proof->mutex);
+	rg_proof_clock.asked = asked;
+	rg_proof_clock.received = received;
+	rg_proof_clock.primary = primary;
+}
+
+/*
+ * rg_proof_answered
+ *		In the worker: the question asked at "asked" (monotonic us) got
+ *		"answer", received at "received", with the primary's clock
+ *		"primary" (us since the epoch).
+ */
+void
+rg_proof_answered(const RgTarget *answer, int64 asked, int64 received,
+				  int64 primary)
+{
+	rg_proof_clock_check(asked, received, primary);
+	SpinLockAcquire(&rg_proof->mutex);
+	rg_proof->answer = *answer;
+	rg_proof->asked = asked;
+	SpinLockRelease(&rg_proof->mutex);
+}
+
+/*
+ * rg_proof_refresh_in
+ *		In the worker: microseconds until it should ask on its own (0: now),
+ *		or -1 while no read wants a proof.
+ */
+int64
+rg_proof_refresh_in(void)
+{
+	int64		now = rg_monotonic_us();
+	int64		period;
+	int64		asked;
+	int64		demand;
+
+	SpinLockAcquire(&rg_proof->mutex);
+	period = rg_proof->window_us > 0 ? rg_proof->window_us / 2 : RG_PROOF_BOUNDED_US;
+	asked = rg_proof->asked;
+	demand = rg_proof->demand;
+	SpinLockRelease(&rg_proof->mutex);
+	if (demand == 0 || now - demand > RG_PROOF_DEMAND_US)
+		return -1;
+	return Max(asked + period - now, 0);
+}
+
+/*
+ * Note, now and then, that a read wants a fresh answer; mutex held.  Returns
+ * the worker's latch to set once the mutex is released when no read wanted
+ * one lately: the worker then sleeps, and would only notice in a second.
+ */
+static inline Latch *
+rg_proof_note_demand(int64 now)
+{
+	Latch	   *wake = NULL;
+
+	if (now - rg_proof->demand > RG_PROOF_DEMAND_US)
+		wake = rg_proof->worker_latch;
+	if (now - rg_proof->demand > RG_PROOF_NOTE_US)
+		rg_proof->demand = now;
+	return wake;
+}
+
+/*
+ * rg_proof_use
+ *		For a strong read beginning now: the newest answer, if its window
+ *		still covers now (the primary's commit wait, the clock check held).
+ */
+bool
+rg_proof_use(RgTarget *answer)
+{
+	int64		now = rg_monotonic_us();
+	bool		covered;
+	Latch	   *wake;
+
+	if (rg_proof == NULL)
+		return false;
+	SpinLockAcquire(&rg_proof->mutex);
+	covered = rg_proof->asked != 0 && rg_proof->clock_ok &&
+		now - rg_proof->asked <= rg_proof->window_us;
+	if (covered)
+		*answer = rg_proof->answer;
+	wake = rg_proof_note_demand(now);
+	SpinLockRelease(&rg_proof->mutex);
+	if (wake != NULL)
+		SetLatch(wake);
+	return covered;
+}
+
+/*
+ * rg_proof_age_us
+ *		How long ago the newest answer was asked, if this standby at
+ *		"position" on timeline "tli" has replayed it: this standby then has
+ *		every commit acknowledged that long ago (a staleness bound that
+ *		needs no clock but its own).  False if there is none, or it is not
+ *		replayed yet.  "want": a gate waits on the bound, so the worker
+ *		should keep answers fresh (a monitoring call does not ask that).
+ */
+bool
+rg_proof_age_us(XLogRecPtr position, TimeLineID tli, bool want, int64 *us)
+{
+	int64		now = rg_monotonic_us();
+	bool		known;
+	Latch	   *wake;
+
+	if (rg_proof == NULL)
+		return false;
+	SpinLockAcquire(&rg_proof->mutex);
+	known = rg_proof->asked != 0 && rg_proof->answer.tli == tli &&
+		position >= rg_proof->answer.lsn;
+	*us = now - rg_proof->asked;
+	wake = want ? rg_proof_note_demand(now) : NULL;
+	SpinLockRelease(&rg_proof->mutex);
+	if (wake != NULL)
+		SetLatch(wake);
+	return known;
+}

@@ -1,0 +1,185 @@
+# Strong reads without a round trip: the primary makes its commits wait
+# replica_gate.commit_wait (50 ms here) before acknowledging them, and a
+# standby whose newest answer of the primary is younger than that serves a
+# strong read with that answer as its target, asking nothing (proof.c).
+# The standby replays 100 ms behind (recovery_min_apply_delay), so that a
+# read that trusted an answer too old would miss a write.
+#
+#   - a history checker over strong reads (simple protocol, prepared
+#     statements, pipelines) finds no read missing a write acknowledged
+#     before it began, while most strong reads are served locally;
+#   - the answers stop (the primary's question backend frozen), a write is
+#     acknowledged, a strong read begins: its answer is too old, so it asks,
+#     and sees the write or fails with RG001, never returns the old value;
+#   - a standby whose clock runs at half speed (libfaketime): the clock
+#     check fails, no strong read is served locally, and the frozen case
+#     above still never returns the old value;
+#   - commits of a session with replica_gate.pay_commit_wait = off do not
+#     wait; a procedure's commits wait once, at its end;
+#   - the bounded mode: reads run while the staleness bound is within the
+#     limit, and fail with RG001 while replay is paused.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use IPC::Run;
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RgTest;
+use Test::More;
+use Time::HiRes qw(gettimeofday tv_interval usleep);
+
+my $faketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
+plan skip_all => 'libfaketime is not installed' unless -f $faketime;
+
+my ($primary, $standby) = rg_primary_standby(
+	primary_conf => "autovacuum = off\nreplica_gate.commit_wait = '50ms'\n",
+	standby_conf => "recovery_min_apply_delay = '100ms'\n");
+$primary->safe_psql('postgres', q{
+CREATE TABLE counter (v int);
+INSERT INTO counter VALUES (0);
+CREATE ROLE reader LOGIN;
+GRANT SELECT ON counter TO reader;
+ALTER ROLE reader SET replica_gate.consistency = 'strong';
+ALTER ROLE reader SET replica_gate.default_timeout = '2s';
+CREATE PROCEDURE bump(n int) LANGUAGE plpgsql AS
+  $$ BEGIN FOR i IN 1..n LOOP UPDATE counter SET v = v + 1; COMMIT; END LOOP; END $$;
+});
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# A second standby whose clock runs at half speed.
+$primary->backup('slow_base');
+my $slow = PostgreSQL::Test::Cluster->new('slow');
+$slow->init_from_backup($primary, 'slow_base', has_streaming => 1);
+# (no apply delay there: it compares the primary's commit times with this
+# server's clock, which falls behind)
+{
+	local $ENV{LD_PRELOAD} = $faketime;
+	local $ENV{FAKETIME} = '+0 x0.5';
+	local $ENV{FAKETIME_NO_CACHE} = '1';
+	$slow->start;
+}
+$primary->wait_for_catchup($slow->name, 'replay');
+
+is($primary->safe_psql('postgres', 'SELECT commit_wait FROM replica_gate.status()'),
+	'00:00:00.05', 'the primary reports its commit wait');
+
+# --- the commit wait ---------------------------------------------------------
+my $timed = sub {
+	my ($sql, $options) = @_;
+	my $t0 = [gettimeofday];
+	$primary->safe_psql('postgres', $sql, extra_params => [ '-c', $options // 'SELECT 1' ]);
+	return tv_interval($t0) * 1000;
+};
+my $paying = $timed->('UPDATE counter SET v = v');
+cmp_ok($paying, '>=', 50, "a paying commit waits out the commit wait ($paying ms)");
+my $free = $timed->('SET replica_gate.pay_commit_wait = off; UPDATE counter SET v = v');
+cmp_ok($free, '<', 50, "with replica_gate.pay_commit_wait off it does not ($free ms)");
+my $proc = $timed->('CALL bump(5)');
+cmp_ok($proc, '<', 5 * 50, "a procedure's five commits wait once, at its end ($proc ms)");
+cmp_ok($proc, '>=', 50, 'but they do wait');
+
+# --- a history checker --------------------------------------------------------
+sub history
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', 'SELECT replica_gate.stats_reset()');
+	my ($hout, $herr) = ('', '');
+	IPC::Run::run(
+		[ '/usr/bin/python3', "$FindBin::RealBin/../clients/rg_history.py",
+		  $primary->connstr('postgres'), $node->connstr('postgres') . ' user=reader', 6,
+		  'simple:role', 'prepared:role', 'pipeline:role' ],
+		'>', \$hout, '2>', \$herr,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	diag($herr) if $herr;
+	my %r;
+	for my $line (split /\n/, $hout)
+	{
+		my ($kind, $reads, $violations) =
+		  $line =~ /"reader": "([^"]+)", "reads": (\d+), "violations": (\d+)/ or next;
+		$r{$kind} = [ $reads, $violations, $line ];
+	}
+	my ($strong, $local) = split /\|/,
+	  $node->safe_psql('postgres', 'SELECT strong_reads, strong_reads_local FROM replica_gate.stats');
+	return (\%r, $strong, $local);
+}
+
+my ($r, $strong, $local) = history($standby);
+for my $kind (sort keys %$r)
+{
+	cmp_ok($r->{$kind}[0], '>', 20, "$kind: strong reads ran ($r->{$kind}[0])");
+	is($r->{$kind}[1], 0, "$kind: no strong read missed a write acknowledged before it began")
+	  or diag($r->{$kind}[2]);
+}
+cmp_ok($local, '>', $strong / 2,
+	"most strong reads were served without a question ($local of $strong)");
+
+# --- the answers stop -----------------------------------------------------------
+# While strong reads keep the answers fresh and the primary is idle (so
+# that the newest answer is replayed), replay is paused and the primary's
+# backends that answer are frozen: the newest answer ages.  A write is
+# acknowledged, then a strong read begins: an answer from before the write
+# must not serve it.
+sub frozen_answers
+{
+	my ($node, $name) = @_;
+	my $stale = 0;
+	for my $round (1 .. 3)
+	{
+		$node->safe_psql('postgres', 'SELECT v FROM counter', extra_params => [ '-U', 'reader' ]);
+		usleep(300_000);
+		rg_pause_replay($node);
+		my @qpids = split /\n/, $primary->safe_psql('postgres',
+			"SELECT pid FROM pg_stat_activity WHERE application_name = 'replica_gate question'");
+		kill 'STOP', @qpids;
+		my $v = $primary->safe_psql('postgres', 'UPDATE counter SET v = v + 1 RETURNING v');
+		my ($ret, $out, $err) = $node->psql('postgres', "\\set VERBOSITY verbose\nSELECT v FROM counter",
+			extra_params => [ '-U', 'reader' ]);
+		kill 'CONT', @qpids;
+		$node->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+		$stale++ if $out ne '' && $out < $v;
+		like($out eq '' ? $err : "saw $out", qr/saw $v|RG001/,
+			"$name, round $round: the read saw the write or raised RG001")
+		  or diag("out: $out err: $err");
+		$primary->wait_for_catchup($node->name, 'replay');
+	}
+	is($stale, 0, "$name: no read returned the value from before the write");
+}
+frozen_answers($standby, 'answers stopped');
+
+# --- a standby whose clock runs at half speed -------------------------------------
+($r, $strong, $local) = history($slow);
+for my $kind (sort keys %$r)
+{
+	is($r->{$kind}[1], 0, "slow clock, $kind: no strong read missed a write")
+	  or diag($r->{$kind}[2]);
+}
+cmp_ok($strong, '>', 20, "slow clock: strong reads ran ($strong)");
+is($local, 0, 'slow clock: the clock check fails, no strong read is served without a question');
+frozen_answers($slow, 'slow clock, answers stopped');
+
+# --- bounded staleness ---------------------------------------------------------------
+sub bounded_read
+{
+	local $ENV{PGOPTIONS} = '-c replica_gate.consistency=bounded '
+	  . '-c replica_gate.max_staleness=1s -c replica_gate.default_timeout=500ms';
+	return ($standby->psql('postgres', "\\set VERBOSITY verbose\nSELECT v FROM counter"))[ 1, 2 ];
+}
+$primary->wait_for_catchup($standby->name, 'replay');
+my ($out, $err) = bounded_read();
+like($out, qr/^\d+$/, 'bounded: a read runs while the standby is within the limit') or diag($err);
+rg_pause_replay($standby);
+$primary->safe_psql('postgres', 'UPDATE counter SET v = v + 1');
+sleep 2;
+($out, $err) = bounded_read();
+like($err, qr/RG001: replica is not within 00:00:01 of the primary/,
+	'bounded: replay paused for longer than the limit, a read raises RG001');
+like($err, qr/gate of the statement on a standby, for replica_gate.consistency = bounded/,
+	'its context names the bounded mode');
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+
+is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');
+done_testing();
