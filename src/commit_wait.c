@@ -80,8 +80,14 @@ rg_commit_wait_sleep(void)
 			break;
 		}
 		QueryCancelPending = false;
+		/* a latch times out in whole milliseconds: sleep the rest */
+		if (left < 1000)
+		{
+			pg_usleep(left);
+			continue;
+		}
 		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
-					   (long) ((left + 999) / 1000),
+					   (long) (left / 1000),
 					   RG_WAIT_EVENT(rg_commit_wait_event, "ReplicaGateCommitWait"));
 		ResetLatch(MyLatch);
 		if (rc & WL_POSTMASTER_DEATH)

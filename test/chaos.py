@@ -79,8 +79,16 @@ SLACK_MS = 1000         # what a gate may take beyond it on a loaded machine
 FRESH = 1.0             # require_fresh's limit, s
 FRESH_SLACK = 0.1       # clock readings around a fresh read, s
 FORMS = ["set", "require", "wait", "caught_up", "strong", "fresh"]
-FAULTS = ["failover", "freeze", "receiver", "pause", "restart", "watcher"]
+FAULTS = ["failover", "freeze", "receiver", "pause", "restart", "watcher", "stall",
+          "partition", "clock"]
+WEIGHTS = [1, 2, 2, 2, 2, 2, 1, 2, 1]
 FIRST_FAILOVER = 15.0   # the first fault from then on is a failover, s
+# the first fault from each moment (s) on is of that kind, unless one came before
+DUE = [("partition", 5.0), ("clock", 8.0), ("failover", FIRST_FAILOVER)]
+COMMIT_WAIT_MS = 50     # replica_gate.commit_wait of every server
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+SLOW = {"LD_PRELOAD": FAKETIME, "FAKETIME": "+0 x0.5", "FAKETIME_NO_CACHE": "1"}
+CLOCK_SETTLE = 3.0      # a slowed standby runs this long before its partition, s
 BEFORE_CUT = 1.0        # a failover's writes: from this long before its cut, s
 SCHEMA_EVERY = 0.5      # the schema writer's pace, s
 SCHEMA_WRITER = 3
@@ -99,25 +107,39 @@ class Node:
         self.data = os.path.join(cluster.base, name)
         self.logfile = os.path.join(cluster.base, name + ".log")
         self.upstream = None        # None: the primary
+        self.served = (0, 0)        # strong-read gates, served locally: of past lives
 
     def dsn(self, **opts):
         extra = "".join(f" {k}={v}" for k, v in opts.items())
         return f"host={self.cluster.sockets} port={self.port} dbname=postgres{extra}"
 
-    def ctl(self, *args, check=True):
+    def ctl(self, *args, check=True, env=None):
         return subprocess.run([self.cluster.bin("pg_ctl"), "-D", self.data, "-l",
-                               self.logfile, "-w", *args], check=check,
+                               self.logfile, "-w", *args], check=check, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
-    def start(self, action="start"):
-        """Start (or restart) the server on its port, under its name."""
+    def start(self, action="start", env=None):
+        """Start (or restart) the server on its port, under its name (with
+        "env": in that environment)."""
         extra = ("-m", "fast") if action == "restart" else ()
-        self.ctl(action, *extra, "-o", f"-p {self.port} --cluster-name={self.name}")
+        self.ctl(action, *extra, "-o", f"-p {self.port} --cluster-name={self.name}", env=env)
 
     def sql(self, query, timeout=10):
         with psycopg.connect(self.dsn(connect_timeout=timeout), autocommit=True) as c:
             cur = c.execute(query)
             return cur.fetchall() if cur.description else None
+
+    def bank(self):
+        """Add the server's counts of strong-read gates and of those served
+        locally to its past lives', before its shared memory goes (a
+        restart, a kill); returns them ((0, 0) if it does not answer)."""
+        try:
+            got = tuple(self.sql("SELECT strong_reads, strong_reads_local"
+                                 " FROM replica_gate.stats")[0])
+        except psycopg.Error:
+            return (0, 0)
+        self.served = tuple(a + b for a, b in zip(self.served, got))
+        return got
 
     def postmaster(self):
         try:
@@ -197,6 +219,8 @@ wal_receiver_status_interval = '1s'
 wal_retrieve_retry_interval = '100ms'
 log_line_prefix = '%m [%p] '
 fsync = off
+# copied by pg_basebackup: every server that may become the primary has it
+replica_gate.commit_wait = '{COMMIT_WAIT_MS}ms'
 """)
         self.add(a, None)
         a.start()
@@ -251,15 +275,17 @@ class Nemesis(threading.Thread):
         rng = random.Random(seed)
         t, self.schedule = 3.0, []
         while t < seconds - 5:
-            # failovers are rarer: each takes seconds and ends a timeline;
-            # but every run long enough has one, and so loses writes
-            kind = rng.choices(FAULTS, weights=[1, 2, 2, 2, 2, 2])[0]
-            if t >= FIRST_FAILOVER and all(k != "failover" for _, k, _, _ in self.schedule):
-                kind = "failover"
+            # failovers and clocks are rarer: each takes seconds (a failover
+            # ends a timeline); but every run long enough has one of each,
+            # and a partition, and so loses writes and attacks the strong
+            # reads served locally
+            kind = rng.choices(FAULTS, weights=WEIGHTS)[0]
+            kind = next((k for k, due in DUE if t >= due and
+                         all(k != s for _, s, _, _ in self.schedule)), kind)
             self.schedule.append((t, kind, rng.random(), rng.uniform(1.0, 3.5)))
-            t += rng.uniform(2.0, 6.0) + (6.0 if kind == "failover" else 0)
+            t += rng.uniform(2.0, 6.0) + (6.0 if kind in ("failover", "clock") else 0)
         self.cut = self.killed = None
-        self.node = None
+        self.node = self.served = None
 
     def run(self):
         start = time.time()
@@ -268,7 +294,7 @@ class Nemesis(threading.Thread):
                 if self.stop.wait(0.05):
                     return
             t0 = self.cut = self.killed = time.time()   # a failover that fails early
-            self.node = None
+            self.node = self.served = None
             try:
                 what = getattr(self, "do_" + kind)(pick, length)
                 outcome = "done"
@@ -278,11 +304,15 @@ class Nemesis(threading.Thread):
             # acknowledged since are lost); "killed": when the last process
             # of the primary exited (its backends outlive the postmaster:
             # writes acknowledged before may be lost, and reads before may
-            # see them); "node": the server it hit
+            # see them); "node": the server it hit; a clock's "served": the
+            # strong-read gates of the slowed server and how many of them it
+            # served locally
             fault = {"t0": t0, "t1": time.time(), "kind": kind, "what": what,
                      "outcome": outcome, "node": self.node}
             if kind == "failover":
                 fault.update(cut=self.cut, killed=self.killed)
+            if kind == "clock":
+                fault.update(served=self.served)
             self.faults.append(fault)
             log(f"fault {kind} {what} {outcome} ({time.time() - t0:.1f} s)")
 
@@ -307,6 +337,7 @@ class Nemesis(threading.Thread):
         self.cut = time.time()
         time.sleep(length)
         children = old.processes()
+        old.bank()      # it may have served strong reads as a standby
         os.kill(children[0], signal.SIGKILL)
         wait_until(lambda: not any(os.path.exists(f"/proc/{p}") for p in children), 30,
                    "the killed primary's processes do not exit")
@@ -356,6 +387,61 @@ class Nemesis(threading.Thread):
             self.signal_all(pids, signal.SIGCONT)
         return f"{self.cluster.primary.name} for {length:.1f} s"
 
+    def do_stall(self, pick, length):
+        """A standby frozen whole while its answers are fresh: when it thaws,
+        an answer asked before must not serve a read."""
+        n = self.standby(pick)
+        pids = n.processes()
+        try:
+            self.signal_all(pids, signal.SIGSTOP)
+            time.sleep(length)
+        finally:
+            self.signal_all(pids, signal.SIGCONT)
+        return f"{n.name} for {length:.1f} s"
+
+    def cut_off(self, n, length):
+        """Freeze the WAL receiver and the question worker of standby n for
+        "length" s, as a network partition would stop them: it receives
+        nothing and its answers age while it serves reads."""
+        rows = n.sql("SELECT pid, backend_type FROM pg_stat_activity WHERE backend_type"
+                     " IN ('walreceiver', 'replica_gate question') ORDER BY 2")
+        pids = [p for p, _ in rows]
+        try:
+            self.signal_all(pids, signal.SIGSTOP)
+            time.sleep(length)
+        finally:
+            self.signal_all(pids, signal.SIGCONT)
+        return f"{' and '.join(b for _, b in rows) or 'nothing'} frozen for {length:.1f} s"
+
+    def do_partition(self, pick, length):
+        """A standby cut off from the primary while its answers are fresh."""
+        n = self.standby(pick)
+        return f"{n.name}: {self.cut_off(n, length)}"
+
+    def do_clock(self, pick, length):
+        """A standby restarted with its clock at half speed (libfaketime):
+        its answers' window measured on it would last twice as long as the
+        primary's commit wait, so the clock check must keep it from serving
+        strong reads locally.  After CLOCK_SETTLE s (the check compares
+        answers a second of its clock apart) it is cut off for "length" s
+        (its answers age, its replay stands still), then restarted with the
+        real clock.  (No recovery_min_apply_delay here: it compares the
+        primary's commit times with the slowed clock.)"""
+        n = self.standby(pick)
+        if not os.path.exists(FAKETIME):
+            raise RuntimeError(f"no {FAKETIME} (Debian's package faketime)")
+        n.bank()
+        try:
+            n.start("restart", env=dict(os.environ, **SLOW))
+            time.sleep(CLOCK_SETTLE)
+            cut = self.cut_off(n, length)
+            time.sleep(1.0)
+            self.served = n.bank()
+        finally:
+            n.start("restart")
+        return (f"{n.name} at half speed, {cut}: {self.served[0]} strong-read gates, "
+                f"{self.served[1]} served locally")
+
     def terminate(self, node, backend_type):
         return node.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                         f" WHERE backend_type = '{backend_type}'")[0][0]
@@ -373,6 +459,7 @@ class Nemesis(threading.Thread):
 
     def do_restart(self, pick, length):
         n = self.standby(pick)
+        n.bank()
         n.start("restart")
         return n.name
 
@@ -572,8 +659,11 @@ def on_lost(h, lost):
 
 
 def check(history, acks, lost, faults, logs, waiters):
-    """The violations in a history, each with the lines that show it."""
+    """The violations in a history, each with the lines that show it, and
+    the fresh reads on a slowed standby, not checked: (passes, how many of
+    them lacked a write)."""
     violations = []
+    unchecked = [0, 0]
     writers = sorted({a["writer"] for a in acks})
 
     # per writer and per kind of schema change: the times of its surviving
@@ -593,18 +683,23 @@ def check(history, acks, lost, faults, logs, waiters):
         i = bisect.bisect_left(times, t)
         return highest[i - 1] if i > 0 else 0
 
-    # a frozen server answers nothing: an operation on it is not the gate's
+    # a frozen server answers nothing: an operation on it is not the gate's;
+    # a slowed one's timeouts last twice as long, and its staleness bounds
+    # assume that its clock agrees with the primary's
     frozen = [(f["node"], f["t0"], f["t1"]) for f in faults
-              if f["kind"] == "freeze" and f["outcome"] == "done"]
+              if f["kind"] in ("freeze", "stall") and f["outcome"] == "done"]
+    slowed = [(f["node"], f["t0"], f["t1"]) for f in faults
+              if f["kind"] == "clock" and f["node"] is not None]
 
-    def on_frozen(h):
+    def during(h, spans):
         return any(node == h["node"] and t0 < h["t1"] and t1 > h["t0"]
-                   for node, t0, t1 in frozen)
+                   for node, t0, t1 in spans)
 
     for h in history:
         out, tgt = h["outcome"], h.get("target")
         if out in ("RG001", "false", "pass") and \
-                (h["t1"] - h["t0"]) * 1000 > TIMEOUT_MS + SLACK_MS and not on_frozen(h):
+                (h["t1"] - h["t0"]) * 1000 > TIMEOUT_MS + SLACK_MS and \
+                not during(h, frozen) and not during(h, slowed):
             violations.append(("overrun", h))
         if tgt is not None:
             key = (tgt["writer"], tgt["seq"])
@@ -623,17 +718,25 @@ def check(history, acks, lost, faults, logs, waiters):
             needs = [(w, kind) for w in writers]
             if kind == "strong":
                 needs += [("child", "schema"), ("function", "schema")]
+            exempt = kind == "fresh" and during(h, slowed)
+            unchecked[0] += exempt
             for k, what in needs:
                 need = acked_before(h["t0"] - limit, k)
                 if h["saw"].get(str(k), 0) < need:
-                    violations.append((what, dict(h, expected={str(k): need})))
+                    if exempt:
+                        unchecked[1] += 1
+                    else:
+                        violations.append((what, dict(h, expected={str(k): need})))
                     break
+    for f in faults:
+        if f["kind"] == "clock" and f.get("served") and f["served"][1] > 0:
+            violations.append(("clock", {k: f[k] for k in ("node", "t0", "t1", "what")}))
     for line in logs:
         violations.append(("crash", {"log": line}))
     for name, n in waiters.items():
         if n != 0:
             violations.append(("waiters", {"node": name, "waiters": n}))
-    return violations
+    return violations, unchecked
 
 
 def counts(tally):
@@ -714,6 +817,8 @@ def main():
         final = {tuple(r) for r in cluster.primary.sql("SELECT writer, seq FROM h")}
         waiters = {n.name: n.sql("SELECT replica_gate.waiters()")[0][0]
                    for n in cluster.nodes.values()}
+        for n in cluster.nodes.values():
+            n.bank()
     finally:
         crash = []
         for n in cluster.nodes.values():
@@ -724,7 +829,7 @@ def main():
             shutil.copy(n.logfile, out)
 
     lost = losses(acks, final, faults)
-    violations = check(history, acks, lost, faults, crash, waiters)
+    violations, unchecked = check(history, acks, lost, faults, crash, waiters)
     with open(os.path.join(out, "history.jsonl"), "w") as f:
         for e in sorted(history, key=lambda e: e["t0"]):
             f.write(json.dumps(e) + "\n")
@@ -753,6 +858,14 @@ def main():
           + counts(Counter(e["outcome"] for e in after)))
     print("faults: " + ", ".join(f"{k} {c}" for k, c in Counter(
         f["kind"] + ("" if f["outcome"] == "done" else " (failed)") for f in faults).items()))
+    gates, local = (sum(n.served[i] for n in cluster.nodes.values()) for i in (0, 1))
+    clocks = [f["served"] for f in faults if f["kind"] == "clock" and f.get("served")]
+    print(f"strong-read gates (replica_gate.stats): {gates}, {local} served locally; "
+          f"at half speed, in {len(clocks)} clock faults: {sum(s[0] for s in clocks)}, "
+          f"{sum(s[1] for s in clocks)} served locally")
+    if unchecked[0]:
+        print(f"not checked: {unchecked[0]} require_fresh passes at half speed (the bound "
+              f"assumes the clocks agree), {unchecked[1]} of them lacked a write")
     kinds = Counter(k for k, _ in violations)
     print(f"violations: {len(violations)}" +
           ("" if not violations else " (" + ", ".join(f"{k} {c}" for k, c in kinds.items()) + ")"))
@@ -760,7 +873,9 @@ def main():
         print(f"  {kind}: {json.dumps(line)}")
     # what a run must have tested: a timeline-blind gate fails only then
     untested = [what for what, tested in [("no failover lost a write", lossy),
-                                          ("no gate on a lost write after its failover", after)]
+                                          ("no gate on a lost write after its failover", after),
+                                          ("no strong read served locally", local),
+                                          ("no standby ran at half speed", clocks)]
                 if not tested]
     if untested:
         print("not tested: " + "; ".join(untested))
