@@ -113,9 +113,9 @@ rg_target_parse(const char *text, RgTarget *target)
 	if (!rg_target_scan(text, target))
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_TEXT_REPRESENTATION),
-				 strchr(text, ':') ?
-				 errmsg("invalid input syntax for a replica_gate token: \"%s\"", text) :
-				 errmsg("invalid input syntax for type %s: \"%s\"", "pg_lsn", text),
+				 errmsg("invalid input syntax for a replica_gate token: \"%s\"", text),
+				 text[0] == '\0' ?
+				 errhint("To gate on no write, pass NULL.") :
 				 errhint("A gate takes a token \"<timeline>:<lsn>\", a plain LSN or \"primary\".")));
 }
 

@@ -139,9 +139,9 @@ SELECT throws_ok($$SELECT replica_gate.require_lsn(NULL, 0, 'Write')$$,
 SELECT throws_ok($$SELECT replica_gate.fresh_within('-1s')$$,
 	'22023', '"max_staleness" must not be negative', 'negative staleness limit');
 SELECT throws_ok($$SELECT replica_gate.caught_up('junk')$$,
-	'22P02', 'invalid input syntax for type pg_lsn: "junk"', 'malformed LSN');
+	'22P02', 'invalid input syntax for a replica_gate token: "junk"', 'malformed LSN');
 SELECT throws_ok($$SET replica_gate.require_lsn = 'junk'$$,
-	'22P02', 'invalid input syntax for type pg_lsn: "junk"', 'malformed LSN in the SET form');
+	'22P02', 'invalid input syntax for a replica_gate token: "junk"', 'malformed LSN in the SET form');
 SELECT throws_ok($$SELECT set_config('replica_gate.require_lsn', '0/1', false)$$,
 	'55P02', 'parameter "replica_gate.require_lsn" can only be set by a SET statement',
 	'set_config cannot skip the wait');
