@@ -164,6 +164,20 @@ class Node:
                     pass
         return pids
 
+    def processes_titled(self, *titles):
+        """Those of its processes whose title holds one of "titles" (a
+        worker without a database is absent from pg_stat_activity), each
+        with the first that it holds."""
+        found = []
+        for p in self.processes()[1:]:
+            try:
+                with open(f"/proc/{p}/cmdline") as f:
+                    title = f.read()
+            except OSError:
+                continue
+            found += [(p, t) for t in titles if t in title][:1]
+        return found
+
     def configure(self, primary_conninfo, standby=True):
         """Point this node at its upstream (postgresql.auto.conf is ours)."""
         with open(os.path.join(self.data, "postgresql.auto.conf"), "w") as f:
@@ -403,8 +417,8 @@ class Nemesis(threading.Thread):
         """Freeze the WAL receiver and the question worker of standby n for
         "length" s, as a network partition would stop them: it receives
         nothing and its answers age while it serves reads."""
-        rows = n.sql("SELECT pid, backend_type FROM pg_stat_activity WHERE backend_type"
-                     " IN ('walreceiver', 'replica_gate question') ORDER BY 2")
+        rows = sorted(n.processes_titled("walreceiver", "replica_gate question"),
+                      key=lambda r: r[1])
         pids = [p for p, _ in rows]
         try:
             self.signal_all(pids, signal.SIGSTOP)
