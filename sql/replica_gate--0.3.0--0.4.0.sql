@@ -116,3 +116,102 @@ LANGUAGE C VOLATILE PARALLEL RESTRICTED;
 
 COMMENT ON FUNCTION caught_up(text, text) IS
 'caught_up(target) for a token, a plain LSN given as text or ''primary'', in a wait mode: replay, write or flush (standby)';
+
+-- wait_for_lsn and require_lsn likewise lose their default arguments: each
+-- takes (target), (target, timeout_ms), (target, timeout_ms, mode) and
+-- (target, mode), so that positional calls and named ones that leave an
+-- argument out (mode => 'flush') work as before without a default to parse.
+-- In the (target, mode) form a NULL second argument means the default
+-- timeout, as wait_for_lsn(target, NULL) did.
+DROP FUNCTION wait_for_lsn(pg_lsn, integer, text);
+DROP FUNCTION wait_for_lsn(text, integer, text);
+DROP FUNCTION require_lsn(pg_lsn, integer, text);
+DROP FUNCTION require_lsn(text, integer, text);
+
+CREATE FUNCTION wait_for_lsn(target pg_lsn)
+RETURNS boolean AS 'MODULE_PATHNAME', 'rg_wait_for_lsn_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION wait_for_lsn(target pg_lsn, timeout_ms integer)
+RETURNS boolean AS 'MODULE_PATHNAME', 'rg_wait_for_lsn_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION wait_for_lsn(target pg_lsn, timeout_ms integer, mode text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'rg_wait_for_lsn_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION wait_for_lsn(target pg_lsn, mode text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'rg_wait_for_lsn_mode'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION wait_for_lsn(pg_lsn) IS
+'wait until caught_up(target), at most replica_gate.default_timeout; false on timeout';
+COMMENT ON FUNCTION wait_for_lsn(pg_lsn, integer) IS
+'wait until caught_up(target), at most timeout_ms (NULL: replica_gate.default_timeout); false on timeout';
+COMMENT ON FUNCTION wait_for_lsn(pg_lsn, integer, text) IS
+'wait until caught_up(target, mode), at most timeout_ms (NULL: replica_gate.default_timeout); false on timeout';
+COMMENT ON FUNCTION wait_for_lsn(pg_lsn, text) IS
+'wait until caught_up(target, mode), at most replica_gate.default_timeout; false on timeout';
+
+CREATE FUNCTION wait_for_lsn(target text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'rg_wait_for_lsn_text'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION wait_for_lsn(target text, timeout_ms integer)
+RETURNS boolean AS 'MODULE_PATHNAME', 'rg_wait_for_lsn_text'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION wait_for_lsn(target text, timeout_ms integer, mode text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'rg_wait_for_lsn_text'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION wait_for_lsn(target text, mode text)
+RETURNS boolean AS 'MODULE_PATHNAME', 'rg_wait_for_lsn_text_mode'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION wait_for_lsn(text) IS
+'wait_for_lsn for a token, a plain LSN given as text, or ''primary''';
+COMMENT ON FUNCTION wait_for_lsn(text, integer) IS
+'wait_for_lsn for a token, a plain LSN given as text, or ''primary'', at most timeout_ms';
+COMMENT ON FUNCTION wait_for_lsn(text, integer, text) IS
+'wait_for_lsn for a token, a plain LSN given as text, or ''primary'', at most timeout_ms, in a wait mode';
+COMMENT ON FUNCTION wait_for_lsn(text, text) IS
+'wait_for_lsn for a token, a plain LSN given as text, or ''primary'', in a wait mode';
+
+CREATE FUNCTION require_lsn(target pg_lsn)
+RETURNS void AS 'MODULE_PATHNAME', 'rg_require_lsn_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION require_lsn(target pg_lsn, timeout_ms integer)
+RETURNS void AS 'MODULE_PATHNAME', 'rg_require_lsn_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION require_lsn(target pg_lsn, timeout_ms integer, mode text)
+RETURNS void AS 'MODULE_PATHNAME', 'rg_require_lsn_sql'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION require_lsn(target pg_lsn, mode text)
+RETURNS void AS 'MODULE_PATHNAME', 'rg_require_lsn_mode'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION require_lsn(pg_lsn) IS
+'wait like wait_for_lsn, but raise SQLSTATE RG001 on timeout';
+COMMENT ON FUNCTION require_lsn(pg_lsn, integer) IS
+'wait like wait_for_lsn, but raise SQLSTATE RG001 on timeout';
+COMMENT ON FUNCTION require_lsn(pg_lsn, integer, text) IS
+'wait like wait_for_lsn, but raise SQLSTATE RG001 on timeout';
+COMMENT ON FUNCTION require_lsn(pg_lsn, text) IS
+'wait like wait_for_lsn, but raise SQLSTATE RG001 on timeout';
+
+CREATE FUNCTION require_lsn(target text)
+RETURNS void AS 'MODULE_PATHNAME', 'rg_require_lsn_text'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION require_lsn(target text, timeout_ms integer)
+RETURNS void AS 'MODULE_PATHNAME', 'rg_require_lsn_text'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION require_lsn(target text, timeout_ms integer, mode text)
+RETURNS void AS 'MODULE_PATHNAME', 'rg_require_lsn_text'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+CREATE FUNCTION require_lsn(target text, mode text)
+RETURNS void AS 'MODULE_PATHNAME', 'rg_require_lsn_text_mode'
+LANGUAGE C VOLATILE PARALLEL RESTRICTED;
+
+COMMENT ON FUNCTION require_lsn(text) IS
+'require_lsn for a token, a plain LSN given as text, or ''primary''';
+COMMENT ON FUNCTION require_lsn(text, integer) IS
+'require_lsn for a token, a plain LSN given as text, or ''primary''';
+COMMENT ON FUNCTION require_lsn(text, integer, text) IS
+'require_lsn for a token, a plain LSN given as text, or ''primary''';
+COMMENT ON FUNCTION require_lsn(text, text) IS
+'require_lsn for a token, a plain LSN given as text, or ''primary''';

@@ -39,8 +39,12 @@ PG_FUNCTION_INFO_V1(rg_caught_up);
 PG_FUNCTION_INFO_V1(rg_caught_up_text);
 PG_FUNCTION_INFO_V1(rg_wait_for_lsn_sql);
 PG_FUNCTION_INFO_V1(rg_wait_for_lsn_text);
+PG_FUNCTION_INFO_V1(rg_wait_for_lsn_mode);
+PG_FUNCTION_INFO_V1(rg_wait_for_lsn_text_mode);
 PG_FUNCTION_INFO_V1(rg_require_lsn_sql);
 PG_FUNCTION_INFO_V1(rg_require_lsn_text);
+PG_FUNCTION_INFO_V1(rg_require_lsn_mode);
+PG_FUNCTION_INFO_V1(rg_require_lsn_text_mode);
 PG_FUNCTION_INFO_V1(rg_primary_token);
 
 /*
@@ -418,6 +422,31 @@ rg_gate_mode_arg(FunctionCallInfo fcinfo, int argno)
 }
 
 /*
+ * rg_gate_timeout_mode_args
+ *		The timeout and the wait mode of wait_for_lsn and require_lsn.  They
+ *		have no default arguments (PostgreSQL would read and parse the
+ *		defaults at every call): their forms are (target), (target,
+ *		timeout_ms), (target, timeout_ms, mode) and, "mode_second", (target,
+ *		mode), where a NULL second argument keeps its old meaning, the
+ *		default timeout.  Versions before 0.4.0 define one form with
+ *		defaults, which the three-argument layout serves.
+ */
+static void
+rg_gate_timeout_mode_args(FunctionCallInfo fcinfo, bool mode_second,
+						  int *timeout, RgWaitMode *mode)
+{
+	if (mode_second)
+	{
+		*timeout = rg_gate_timeout(true, 0);
+		*mode = PG_ARGISNULL(1) ? RG_MODE_REPLAY : rg_gate_mode_arg(fcinfo, 1);
+		return;
+	}
+	*timeout = rg_gate_timeout(PG_NARGS() < 2 || PG_ARGISNULL(1),
+							   PG_NARGS() < 2 ? 0 : PG_GETARG_INT32(1));
+	*mode = rg_gate_mode_arg(fcinfo, 2);
+}
+
+/*
  * rg_gate_target_arg
  *		The target in the first argument, a pg_lsn or text; false if NULL.
  *		Fails first after a SET form that did not wait, then (for a target)
@@ -466,18 +495,19 @@ rg_gate_caught_up(FunctionCallInfo fcinfo, bool is_text)
 
 /*
  * rg_gate_wait_for_lsn
- *		wait_for_lsn(target, timeout_ms integer, mode) returns boolean
+ *		wait_for_lsn(target [, timeout_ms integer] [, mode]) returns boolean
  */
 static Datum
-rg_gate_wait_for_lsn(FunctionCallInfo fcinfo, bool is_text)
+rg_gate_wait_for_lsn(FunctionCallInfo fcinfo, bool is_text, bool mode_second)
 {
-	int			timeout = rg_gate_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
-	RgWaitMode	mode = rg_gate_mode_arg(fcinfo, 2);
+	int			timeout;
+	RgWaitMode	mode;
 	RgTarget	target;
 	RgGuard		guard;
 	XLogRecPtr	position;
 	RgQuestionFailure why;
 
+	rg_gate_timeout_mode_args(fcinfo, mode_second, &timeout, &mode);
 	if (!rg_gate_target_arg(fcinfo, is_text, "replica_gate.wait_for_lsn", &target))
 		PG_RETURN_BOOL(true);
 	rg_guard_prepare(&guard, fcinfo);
@@ -487,16 +517,17 @@ rg_gate_wait_for_lsn(FunctionCallInfo fcinfo, bool is_text)
 
 /*
  * rg_gate_require_lsn
- *		require_lsn(target, timeout_ms integer, mode) returns void
+ *		require_lsn(target [, timeout_ms integer] [, mode]) returns void
  */
 static Datum
-rg_gate_require_lsn(FunctionCallInfo fcinfo, bool is_text)
+rg_gate_require_lsn(FunctionCallInfo fcinfo, bool is_text, bool mode_second)
 {
-	int			timeout = rg_gate_timeout(PG_ARGISNULL(1), PG_GETARG_INT32(1));
-	RgWaitMode	mode = rg_gate_mode_arg(fcinfo, 2);
+	int			timeout;
+	RgWaitMode	mode;
 	RgTarget	target;
 	RgGuard		guard;
 
+	rg_gate_timeout_mode_args(fcinfo, mode_second, &timeout, &mode);
 	if (!rg_gate_target_arg(fcinfo, is_text, "replica_gate.require_lsn", &target))
 		PG_RETURN_VOID();
 	rg_guard_prepare(&guard, fcinfo);
@@ -520,25 +551,49 @@ rg_caught_up_text(PG_FUNCTION_ARGS)
 Datum
 rg_wait_for_lsn_sql(PG_FUNCTION_ARGS)
 {
-	return rg_gate_wait_for_lsn(fcinfo, false);
+	return rg_gate_wait_for_lsn(fcinfo, false, false);
 }
 
 Datum
 rg_wait_for_lsn_text(PG_FUNCTION_ARGS)
 {
-	return rg_gate_wait_for_lsn(fcinfo, true);
+	return rg_gate_wait_for_lsn(fcinfo, true, false);
+}
+
+Datum
+rg_wait_for_lsn_mode(PG_FUNCTION_ARGS)
+{
+	return rg_gate_wait_for_lsn(fcinfo, false, true);
+}
+
+Datum
+rg_wait_for_lsn_text_mode(PG_FUNCTION_ARGS)
+{
+	return rg_gate_wait_for_lsn(fcinfo, true, true);
 }
 
 Datum
 rg_require_lsn_sql(PG_FUNCTION_ARGS)
 {
-	return rg_gate_require_lsn(fcinfo, false);
+	return rg_gate_require_lsn(fcinfo, false, false);
 }
 
 Datum
 rg_require_lsn_text(PG_FUNCTION_ARGS)
 {
-	return rg_gate_require_lsn(fcinfo, true);
+	return rg_gate_require_lsn(fcinfo, true, false);
+}
+
+Datum
+rg_require_lsn_mode(PG_FUNCTION_ARGS)
+{
+	return rg_gate_require_lsn(fcinfo, false, true);
+}
+
+Datum
+rg_require_lsn_text_mode(PG_FUNCTION_ARGS)
+{
+	return rg_gate_require_lsn(fcinfo, true, true);
 }
 
 /*

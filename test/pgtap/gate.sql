@@ -6,7 +6,7 @@
 \pset tuples_only true
 \pset pager off
 
-SELECT plan(107);
+SELECT plan(111);
 
 -- Signatures.
 SELECT has_schema('replica_gate');
@@ -60,12 +60,25 @@ SELECT is((SELECT count(*)::int FROM pg_proc
 			WHERE proname = 'caught_up' AND pronamespace = 'replica_gate'::regnamespace
 			  AND pronargdefaults > 0), 0,
 	'caught_up has no default arguments: a default is parsed again at every call');
-SELECT is((SELECT pg_get_function_arguments('replica_gate.wait_for_lsn(pg_lsn, integer, text)'::regprocedure)),
-	'target pg_lsn, timeout_ms integer DEFAULT NULL::integer, mode text DEFAULT ''replay''::text',
-	'wait_for_lsn arguments and defaults');
-SELECT is((SELECT pg_get_function_arguments('replica_gate.require_lsn(pg_lsn, integer, text)'::regprocedure)),
-	'target pg_lsn, timeout_ms integer DEFAULT NULL::integer, mode text DEFAULT ''replay''::text',
-	'require_lsn arguments and defaults');
+SELECT is((SELECT count(*)::int FROM pg_proc
+			WHERE pronamespace = 'replica_gate'::regnamespace AND pronargdefaults > 0
+			  AND proname IN ('wait_for_lsn', 'require_lsn')), 0,
+	'wait_for_lsn and require_lsn have no default arguments either');
+SELECT is((SELECT string_agg(pg_get_function_arguments(oid), ' | ' ORDER BY pronargs, proargtypes::text)
+			 FROM pg_proc WHERE proname = 'require_lsn' AND proargtypes[0] = 'text'::regtype
+			   AND pronamespace = 'replica_gate'::regnamespace),
+	'target text | target text, timeout_ms integer | target text, mode text | target text, timeout_ms integer, mode text',
+	'require_lsn: (target), (target, timeout_ms), (target, mode), (target, timeout_ms, mode)');
+SELECT is(replica_gate.wait_for_lsn('0/0', mode => 'flush'), true,
+	'a named call that leaves timeout_ms out');
+SELECT is(replica_gate.wait_for_lsn('0/0', timeout_ms => 10), true,
+	'a named call that leaves mode out');
+SELECT is(replica_gate.wait_for_lsn('0/0', NULL), true,
+	'wait_for_lsn(target, NULL): the default timeout, as before');
+SELECT lives_ok($$SELECT replica_gate.require_lsn('0/0'), replica_gate.require_lsn('0/0', 10),
+	replica_gate.require_lsn('0/0', 10, 'replay'), replica_gate.require_lsn('0/0', 'write'),
+	replica_gate.require_lsn('0/0'::pg_lsn, 'write'), replica_gate.wait_for_lsn('0/0'::pg_lsn)$$,
+	'every form runs');
 
 -- Privileges: the gates are for everyone.
 SELECT schema_privs_are('replica_gate', 'public', ARRAY['USAGE']);
