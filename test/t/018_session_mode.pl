@@ -212,5 +212,30 @@ for my $line (split /\n/, $hout)
 }
 like($hout, qr/simple:role.*\n.*prepared:role.*\n.*pipeline:role/, 'every reader reported');
 
+# --- another extension's background worker, as a role in the session mode ---------
+# It reads through SPI outside any client statement: not gated, not refused.
+{
+	my $pg_config = $ENV{PG_CONFIG} // 'pg_config';
+	my $includes = `$pg_config --includedir-server`;
+	chomp $includes;
+	my $lib = PostgreSQL::Test::Utils::tempdir . '/rg_spi_worker.so';
+	system('cc', '-shared', '-fPIC', '-Wall', '-Werror', '-o', $lib,
+		"$FindBin::RealBin/../modules/rg_spi_worker.c", "-I$includes") == 0
+	  or BAIL_OUT('cannot build the test module rg_spi_worker');
+	$primary->safe_psql('postgres',
+		"CREATE FUNCTION rg_spi_worker_start(role text, library text) RETURNS void "
+		  . "AS '$lib', 'rg_spi_worker_start' LANGUAGE C");
+	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+	$primary->wait_for_catchup($standby->name, 'replay');
+	my $offset = -s $standby->logfile;
+	$standby->safe_psql('postgres', "SELECT rg_spi_worker_start('reader', '$lib')");
+	ok($standby->wait_for_log(qr/rg_spi_worker read \d+|ERROR:/, $offset),
+		'a background worker ran as the reader role');
+	my $log = PostgreSQL::Test::Utils::slurp_file($standby->logfile, $offset);
+	like($log, qr/rg_spi_worker read \d+/,
+		'a background worker of another extension reads as a role in the session mode');
+	unlike($log, qr/cannot gate a fast-path function call/, 'and is not refused as a fast-path call');
+}
+
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');
 done_testing();
