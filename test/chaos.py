@@ -13,17 +13,30 @@ strong (the session mode), and on a staleness bound (require_fresh).  A
 token read on a schema change, and every strong read, also reads across the
 changes: the highest child's row through "parent" and version_fn() (which
 psycopg prepares after five runs: a plan made before the change).  Each read
-records when it began and ended, the gate's outcome and what it saw.
+records when it began and ended, the gate's outcome and what it saw.  Every
+server has replica_gate.commit_wait = COMMIT_WAIT_MS (any may become the
+primary): each commit waits that long before it is acknowledged, and a
+standby whose newest answer of the primary is younger serves strong reads
+without asking it ("locally").
 
 A nemesis, driven by the seed, injects at random moments: a lossy failover
 (the primary's standbys cut off from it, the writers committing for 1 to
 3.5 s more, acknowledged and never sent, then kill -9 of the primary, the
 promotion of the standby that received most, the other nodes pointed at it
-and the old primary rewound (pg_rewind) to follow it; the first comes by
-FIRST_FAILOVER s); the primary frozen (SIGSTOP/SIGCONT of all its
-processes); a WAL receiver terminated; replay paused and resumed; a standby
-restarted; the replay watcher terminated (13 to 18).  Readers keep gating
-on the writes around the latest failover's cut, the lost ones among them.
+and the old primary rewound (pg_rewind) to follow it; a standby that does
+not stream from the primary keeps fresh answers of it until the kill); the
+primary frozen (SIGSTOP/SIGCONT of all its processes); a standby frozen so
+("stall"), its answers fresh when it thaws; a standby's WAL receiver and
+question worker frozen ("partition", as a network partition stops them):
+its answers age while it serves reads and receives nothing; a standby
+restarted with its clock at half speed (libfaketime, "clock"), cut off so
+after CLOCK_SETTLE s, then restarted with the real clock: its clock check
+must keep it from serving strong reads locally; a WAL receiver terminated;
+replay paused and resumed; a standby restarted; the replay watcher
+terminated (13 to 18).  The first fault from each moment of DUE on is of
+its kind, unless one came before: a partition, a clock, a failover (by
+FIRST_FAILOVER s, or after the clock).  Readers keep gating on the writes
+around the latest failover's cut, the lost ones among them.
 
 The checker reads the whole history; a violation is
   missed     a gate on a token passed and the read lacked that write, which
@@ -41,18 +54,24 @@ The checker reads the whole history; a violation is
              acknowledged more than 1 s (plus FRESH_SLACK) before it began,
              which was not lost (the bound covers what was visible on the
              primary 1 s before the check, and a COMMIT returns after its
-             write became visible);
+             write became visible; not on a standby at half speed: the
+             bound assumes the clocks agree, the summary counts those);
   overrun    a gate took longer than its timeout plus SLACK (unless the
-             nemesis froze the node it ran on: after a failover a reader's
-             node may be the primary);
+             nemesis froze the node it ran on, or slowed its clock: after a
+             failover a reader's node may be the primary);
+  clock      a standby at half speed served strong reads locally (its
+             counters, read before its clock is restored);
   crash      a server log says "terminated by signal" (the nemesis kills
              only postmasters, which log nothing);
   waiters    replica_gate.waiters() not back to 0 on a node at the end.
-It prints a one-screen summary, writes history.jsonl (the reads),
-writes.jsonl (the acknowledged writes, lost or not), faults.jsonl, the
-servers' logs and timeline.svg to --out, and exits 1 on any violation, and
-also when the run tested no loss: no failover lost a write, or no gate on
-a lost write began after its failover.
+It prints a one-screen summary (with the strong-read gates the standbys
+served locally, from replica_gate.stats over each server's lives), writes
+history.jsonl (the reads), writes.jsonl (the acknowledged writes, lost or
+not), faults.jsonl, the servers' logs and timeline.svg to --out, and exits
+1 on any violation, and also when the run tested no loss: no failover lost
+a write, or no gate on a lost write began after its failover; or tested
+not the local path: no strong read served locally, or no standby at half
+speed.
 
 Usage (as the postgres user, with replica_gate installed in the server
 whose pg_config is PG_CONFIG or on PATH): test/chaos.py --seconds N --seed S
@@ -885,7 +904,8 @@ def main():
           ("" if not violations else " (" + ", ".join(f"{k} {c}" for k, c in kinds.items()) + ")"))
     for kind, line in violations[:10]:
         print(f"  {kind}: {json.dumps(line)}")
-    # what a run must have tested: a timeline-blind gate fails only then
+    # what a run must have tested: a timeline-blind gate fails only then,
+    # and strong reads served locally are attacked only when they happen
     untested = [what for what, tested in [("no failover lost a write", lossy),
                                           ("no gate on a lost write after its failover", after),
                                           ("no strong read served locally", local),
