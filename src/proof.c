@@ -304,8 +304,9 @@ rg_proof_use(RgTarget *answer)
  *		How long ago the newest answer was asked, if this standby at
  *		"position" on timeline "tli" has replayed it: this standby then has
  *		every commit acknowledged that long ago (a staleness bound that
- *		needs no clock but its own).  False if there is none, or it is not
- *		replayed yet.  "want": a gate waits on the bound, so the worker
+ *		needs no clock but its own, while its rate is checked).  False if
+ *		there is none, it is not replayed yet, or the clock check does not
+ *		hold.  "want": a gate waits on the bound, so the worker
  *		should keep answers fresh (a monitoring call does not ask that).
  */
 bool
@@ -318,9 +319,10 @@ rg_proof_age_us(XLogRecPtr position, TimeLineID tli, bool want, int64 *us)
 	if (rg_proof == NULL)
 		return false;
 	SpinLockAcquire(&rg_proof->mutex);
-	known = rg_proof->asked != 0 && rg_proof->answer.tli == tli &&
-		position >= rg_proof->answer.lsn;
-	*us = now - rg_proof->asked;
+	known = rg_proof->asked != 0 && rg_proof->clock_ok &&
+		rg_proof->answer.tli == tli && position >= rg_proof->answer.lsn;
+	/* measured on this clock, whose rate may be off by the bound */
+	*us = (int64) ((now - rg_proof->asked) * (1 + RG_PROOF_RATE_BOUND));
 	wake = want ? rg_proof_note_demand(now) : NULL;
 	SpinLockRelease(&rg_proof->mutex);
 	if (wake != NULL)
