@@ -282,7 +282,7 @@ def part_ryw(args):
 
 # Waiting queries: $1 is the token; the last column is the server's clock
 # when the wait returned.  The gate is a statement of its own: it waits
-# without a snapshot, on its latch (README, "Which form to use").
+# without a snapshot, on its latch (doc/reference.md).
 WAITERS = {
     "gate": "SELECT replica_gate.wait_for_lsn($1, 60000); SELECT extract(epoch FROM clock_timestamp())",
     "loop_1ms": "SELECT bench_poll(regexp_replace($1, '^.*:', '')::pg_lsn, 0.001, 60), extract(epoch FROM clock_timestamp())",

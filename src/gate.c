@@ -97,7 +97,7 @@ rg_gate_check_missed_set(void)
 			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 			 errmsg("an earlier SET replica_gate.require_lsn in this session did not wait"),
 			 errdetail("It ran before replica_gate was loaded in this session, so the reads after it were not gated."),
-			 errhint("Add replica_gate to shared_preload_libraries on this server; clients can check for the parameter replica_gate.version that it then reports at connection start.")));
+			 errhint("Load replica_gate at session start: add it to shared_preload_libraries on this server, or to the role's local_preload_libraries; clients can check for the parameter replica_gate.version, reported at connection start where it is loaded.")));
 }
 
 /*

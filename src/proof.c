@@ -15,12 +15,13 @@
  * the commit wait on the primary's: only the rates at which the two clocks
  * advance matter, not their offset.  The window is W shortened so that
  * rates differing by up to RG_PROOF_RATE_BOUND stay safe, and the question
- * worker checks that bound: each answer carries the primary's clock, and at
- * least a second apart, the primary's clock must have advanced at a rate
- * within the bound of this standby's over the same interval (what the round
- * trips leave uncertain counts against it).  Until that has held on the
- * current connection, and whenever it fails, answers serve no window; the
- * check runs again each second.
+ * worker checks that bound: each answer carries the primary's clock, and
+ * between answers far enough apart (at least RG_PROOF_CLOCK_SPAN_US, and
+ * for the round trips to leave less than half the bound uncertain), the
+ * primary's clock must have advanced at a rate within the bound of this
+ * standby's (the uncertainty counted against it).  Until that has held on
+ * the current connection, and whenever it fails, answers serve no window
+ * and bound no staleness; the check runs again at each such span.
  *
  * Keeping proofs fresh.  While strong reads (or bounded-staleness reads)
  * happen, the worker asks every half window on its own, so that a read
@@ -43,8 +44,12 @@
  */
 #define RG_PROOF_RATE_BOUND		0.01
 
-/* Clocks are compared over at least this long. */
-#define RG_PROOF_CLOCK_SPAN_US	1000000
+/*
+ * Clocks are compared over at least this long, and longer while the round
+ * trips leave the rate more uncertain than half the bound (a distant
+ * primary: 10 ms round trips need about 4 s).
+ */
+#define RG_PROOF_CLOCK_SPAN_US	200000
 
 /* Reads that want a proof keep the worker asking this long. */
 #define RG_PROOF_DEMAND_US		1000000
@@ -207,6 +212,8 @@ rg_proof_clock_check(int64 asked, int64 received, int64 primary)
 		(received - rg_proof_clock.asked);
 	fastest = (double) (primary - rg_proof_clock.primary) /
 		(asked - rg_proof_clock.received);
+	if (fastest - slowest > RG_PROOF_RATE_BOUND / 2)
+		return;					/* not precise enough yet: compare over longer */
 	ok = slowest >= 1 - RG_PROOF_RATE_BOUND && fastest <= 1 + RG_PROOF_RATE_BOUND;
 	SpinLockAcquire(&rg_proof->mutex);
 	rg_proof->clock_ok = ok;
@@ -292,7 +299,8 @@ rg_proof_use(RgTarget *answer)
 		now - rg_proof->asked <= rg_proof->window_us;
 	if (covered)
 		*answer = rg_proof->answer;
-	wake = rg_proof_note_demand(now);
+	/* without a commit wait, fresh answers would serve no strong read */
+	wake = rg_proof->window_us > 0 ? rg_proof_note_demand(now) : NULL;
 	SpinLockRelease(&rg_proof->mutex);
 	if (wake != NULL)
 		SetLatch(wake);

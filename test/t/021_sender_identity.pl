@@ -116,7 +116,7 @@ ok( $fooled->log_contains(
 # WAL sender of the relay matches all but the start point of the stream.
 # A segment switch first, so that the two streams start in different
 # segments.  On 13, WAL senders show no command: the primary's WAL
-# sender of the relay matches, a limit the README states.
+# sender of the relay matches, a limit doc/reference.md states.
 close $hole;
 SKIP:
 {
