@@ -292,7 +292,7 @@ WAITERS = {
 # For the replay part only: the SET form, which holds no snapshot while it
 # waits, a token (whose wait re-checks the timeline every 100 ms), the
 # session mode (a strong read: it asks the primary, whose position is the
-# end of what replay has to do, and waits for that) and the token floor
+# end of the round's tail, past the timed target, and waits for that) and the token floor
 # (replica_gate.read_after), and core's own command (PostgreSQL 19+).
 REPLAY_ONLY_WAITERS = {
     "set_gate": "SET replica_gate.default_timeout = 60000; SET replica_gate.require_lsn = $1",
@@ -496,6 +496,9 @@ def part_check(args):
 
 # --- 5. replay cost ---------------------------------------------------------------------
 
+REPLAY_TAIL_COMMITS = 50000
+
+
 def replay_round(args, pr, sb, method, waiters):
     """Write args.replay_commits single-row commits while replay is paused,
     then resume and time the replay, with `waiters` sessions waiting by
@@ -512,7 +515,14 @@ def replay_round(args, pr, sb, method, waiters):
         time.sleep(0.01)
     pr.execute("CALL replay_commits(%s)", (args.replay_commits,))
     target = one(pr, "SELECT pg_current_wal_insert_lsn()")
-    while not one(sb, "SELECT pg_last_wal_receive_lsn() >= %s", (target,)):
+    # A tail past the target, in every configuration: a strong read's
+    # question is answered with the primary's position, which is then the
+    # end of the tail, so the session mode's waiters, like the others,
+    # still wait when replay reaches the target (without the tail they
+    # would wake and run their SELECT just as the target is timed)
+    pr.execute("CALL replay_commits(%s)", (REPLAY_TAIL_COMMITS,))
+    tail = one(pr, "SELECT pg_current_wal_insert_lsn()")
+    while not one(sb, "SELECT pg_last_wal_receive_lsn() >= %s", (tail,)):
         time.sleep(0.01)
     ts, started = start_waiters(args, method, waiters) if waiters else ([], 0)
     if started != waiters:

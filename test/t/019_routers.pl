@@ -92,14 +92,14 @@ my %routers = (
 		plain => "host=$dir port=$bport dbname=standby",
 		primary => "host=$dir port=$bport dbname=primary",
 		# transaction pooling: the floor lives as long as its transaction
-		floor => sub { "BEGIN; SET LOCAL replica_gate.read_after = '$_[0]'; SELECT v FROM counter; COMMIT;" },
+		floor => sub { "BEGIN; SET LOCAL replica_gate.default_timeout = '10s'; SET LOCAL replica_gate.read_after = '$_[0]'; SELECT v FROM counter; COMMIT;" },
 		# pgbouncer 1.18 keeps no prepared statements across transactions
 		history => [ 'simple:role', 'pipeline:role' ] },
 	pgpool => { reader => "host=$dir port=$pport dbname=postgres user=strong_reader",
 		plain => "host=$dir port=$pport dbname=postgres",
 		primary => "host=$dir port=$pport dbname=postgres",
-		# two statements (pgpool sends a multi-statement string to the primary)
-		floor => sub { [ "SET replica_gate.read_after = '$_[0]'", 'SELECT v FROM counter' ] },
+		# one statement each (pgpool sends a multi-statement string to the primary)
+		floor => sub { [ "SET replica_gate.default_timeout = '10s'", "SET replica_gate.read_after = '$_[0]'", 'SELECT v FROM counter' ] },
 		history => [ 'simple:role', 'prepared:role' ] });
 
 sub via
