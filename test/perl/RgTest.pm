@@ -159,7 +159,10 @@ sub rg_core_wait
 # rg_partition($standby)
 #	Point $standby's primary_conninfo at a listener that accepts connections
 #	and never answers: each walreceiver hangs in its connection attempt.
-#	Returns the listener; close it (and point the standby back) to heal.
+#	Returns once the walreceiver of before is gone (until then it could
+#	still stream what the primary writes next: the likely cause of 011's
+#	waiters never waiting, once, on 14).  Close the listener (and point the standby
+#	back) to heal.
 sub rg_partition
 {
 	my ($standby) = @_;
@@ -170,6 +173,9 @@ sub rg_partition
 		Listen => 16) or die "cannot listen: $!";
 	$standby->append_conf('postgresql.conf', "primary_conninfo = 'host=$dir port=5999'");
 	$standby->reload;
+	# a walreceiver still connecting shows no row
+	$standby->poll_query_until('postgres', 'SELECT count(*) = 0 FROM pg_stat_wal_receiver')
+	  or die 'the walreceiver outlived the partition';
 	return $hole;
 }
 
