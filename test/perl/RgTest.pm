@@ -173,8 +173,9 @@ sub rg_partition
 		Listen => 16) or die "cannot listen: $!";
 	$standby->append_conf('postgresql.conf', "primary_conninfo = 'host=$dir port=5999'");
 	$standby->reload;
-	# a walreceiver still connecting shows no row
-	$standby->poll_query_until('postgres', 'SELECT count(*) = 0 FROM pg_stat_wal_receiver')
+	# (one still connecting shows no row before 19; 19 shows it, not streaming)
+	$standby->poll_query_until('postgres',
+		"SELECT count(*) = 0 FROM pg_stat_wal_receiver WHERE status = 'streaming'")
 	  or die 'the walreceiver outlived the partition';
 	return $hole;
 }
