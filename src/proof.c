@@ -176,8 +176,11 @@ rg_proof_commit_wait_ms(void)
  * rg_proof_clock_check
  *		In the worker: with an answer asked at "asked", received at
  *		"received" and carrying the primary's clock "primary", do the
- *		clocks' rates agree within the bound?  Unknown (the last verdict
- *		stands) until the answers compared are a second apart.
+ *		clocks' rates agree within the bound?  The answers compared are at
+ *		least RG_PROOF_CLOCK_SPAN_US apart; a comparison that the round
+ *		trips leave too uncertain to decide either way is made again over a
+ *		longer span (the last verdict stands meanwhile), but one that proves
+ *		the rates apart ends the last verdict at once.
  */
 static void
 rg_proof_clock_check(int64 asked, int64 received, int64 primary)
@@ -212,9 +215,11 @@ rg_proof_clock_check(int64 asked, int64 received, int64 primary)
 		(received - rg_proof_clock.asked);
 	fastest = (double) (primary - rg_proof_clock.primary) /
 		(asked - rg_proof_clock.received);
-	if (fastest - slowest > RG_PROOF_RATE_BOUND / 2)
-		return;					/* not precise enough yet: compare over longer */
 	ok = slowest >= 1 - RG_PROOF_RATE_BOUND && fastest <= 1 + RG_PROOF_RATE_BOUND;
+	/* neither within the bound nor out of it for certain: compare over longer */
+	if (!ok && fastest - slowest > RG_PROOF_RATE_BOUND / 2 &&
+		slowest <= 1 + RG_PROOF_RATE_BOUND && fastest >= 1 - RG_PROOF_RATE_BOUND)
+		return;
 	SpinLockAcquire(&rg_proof->mutex);
 	rg_proof->clock_ok = ok;
 	SpinLockRelease(&rg_proof->mutex);

@@ -159,10 +159,10 @@ sub rg_core_wait
 # rg_partition($standby)
 #	Point $standby's primary_conninfo at a listener that accepts connections
 #	and never answers: each walreceiver hangs in its connection attempt.
-#	Returns once the walreceiver of before is gone (until then it could
-#	still stream what the primary writes next: the likely cause of 011's
-#	waiters never waiting, once, on 14).  Close the listener (and point the standby
-#	back) to heal.
+#	Returns once no walreceiver streams from the old upstream (until then
+#	it could still stream what the primary writes next: the likely cause
+#	of 011's waiters never waiting, once, on 14).  Close the listener (and
+#	point the standby back) to heal.
 sub rg_partition
 {
 	my ($standby) = @_;
