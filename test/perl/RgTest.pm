@@ -87,7 +87,17 @@ sub rg_bg_finish
 #	Start pgbouncer in transaction pooling mode on a socket in $dir, with a
 #	database of each given name pointing at the database postgres of its
 #	node, letting in each of the roles in @$users (and the OS user) as
-#	itself.  Returns (port, the IPC::Run handle); kill_kill it at the end.
+#	itself.  Returns (port, the IPC::Run handle).  Every pgbouncer started
+#	here is killed when the test script ends, however it ends (a handle
+#	dropped without kill_kill used to leave the daemon running).
+my @rg_bouncers;
+
+END
+{
+	local $?;    # reaping pgbouncer must not become the script's exit status
+	eval { $_->kill_kill } foreach @rg_bouncers;
+}
+
 sub rg_pgbouncer
 {
 	my ($dir, $users, %dbs) = @_;
@@ -116,6 +126,7 @@ pidfile = $dir/pgbouncer.pid
 	my ($out, $err);
 	my $h = IPC::Run::start([ '/usr/sbin/pgbouncer', "$dir/pgbouncer.ini" ],
 		'>', \$out, '2>', \$err);
+	push @rg_bouncers, $h;
 	foreach (1 .. 100)
 	{
 		last if -S "$dir/.s.PGSQL.$port";
