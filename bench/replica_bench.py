@@ -292,7 +292,7 @@ WAITERS = {
 # For the replay part only: the SET form, which holds no snapshot while it
 # waits, a token (whose wait re-checks the timeline every 100 ms), the
 # session mode (a strong read: it asks the primary, whose position is the
-# end of the round's tail, past the timed target, and waits for that) and the token floor
+# end of the block's tail, past the last segment, and waits for that) and the token floor
 # (replica_gate.read_after), and core's own command (PostgreSQL 19+).
 REPLAY_ONLY_WAITERS = {
     "set_gate": "SET replica_gate.default_timeout = 60000; SET replica_gate.require_lsn = $1",
@@ -405,6 +405,13 @@ def tree_cpu_ns(pid):
     return ns
 
 
+def run_delay_ns(pid):
+    """How long the process has waited on a run queue, from
+    /proc/PID/schedstat (its second field)."""
+    with open(f"/proc/{pid}/schedstat") as f:
+        return int(f.read().split()[1])
+
+
 def process_kind(title):
     """startup, walreceiver, watcher (replica_gate's), backend or other."""
     for kind, key in (("startup", "startup"), ("walreceiver", "walreceiver"),
@@ -499,58 +506,126 @@ def part_check(args):
 REPLAY_TAIL_COMMITS = 50000
 
 
-def replay_round(args, pr, sb, method, waiters):
-    """Write args.replay_commits single-row commits while replay is paused,
-    then resume and time the replay, with `waiters` sessions waiting by
-    `method` on an LSN past the end.  Every round starts alike: an empty
-    table (new pages take no full-page images), checkpoints on both servers
-    just done (none due during the round).  Returns (seconds, WAL bytes
-    replayed, standby CPU ms by process kind)."""
+def replay_pause(sb):
+    """Pause replay and return the position it stopped at: pause is only a
+    request (pg_is_wal_replay_paused() says so before replay has stopped on
+    13 and 14 too), so wait until the replayed position stands still."""
+    sb.execute("SELECT pg_wal_replay_pause()")
+    lsn = one(sb, "SELECT pg_last_wal_replay_lsn()")
+    while True:
+        time.sleep(0.02)
+        now = one(sb, "SELECT pg_last_wal_replay_lsn()")
+        if now == lsn:
+            return lsn
+        lsn = now
+
+
+def standby_at_rest(args):
+    """Return once the standby's processes used less than 5 ms of CPU in a
+    50 ms span (100 waiters just started are still busy for a while:
+    their first statements read the catalogs), so that each segment of
+    replay starts alike.  Gives up after 10 s."""
+    deadline = time.monotonic() + 10
+    a = tree_cpu_ns(args.standby_pid)
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        b = tree_cpu_ns(args.standby_pid)
+        if cpu_by_kind(a, b)["all"] < 5:
+            return
+        a = b
+
+
+def replay_block(args, pr, sb, order):
+    """Write one block of WAL while replay is paused (args.replay_commits
+    single-row commits for each configuration in `order`, then a tail), then
+    replay it in segments, one per configuration, each with that
+    configuration's waiters (none for "alone" and "none") waiting on an LSN
+    past the end: resume, sleep args.replay_window_ms, pause, and count the
+    WAL replayed.  Nothing polls while replay runs, so that only the
+    startup process and the waiters compete for the cores.  The block starts
+    like every other: an empty table (new pages take no full-page images),
+    checkpoints on both servers just done (none due during the block).
+    Returns a row per segment."""
     pr.execute("TRUNCATE replay_log")
     pr.execute("CHECKPOINT")
     wait_replayed(pr, sb)
     sb.execute("CHECKPOINT")
-    sb.execute("SELECT pg_wal_replay_pause()")
-    while not one(sb, "SELECT pg_is_wal_replay_paused()"):
-        time.sleep(0.01)
-    pr.execute("CALL replay_commits(%s)", (args.replay_commits,))
-    target = one(pr, "SELECT pg_current_wal_insert_lsn()")
-    # A tail past the target, in every configuration: a strong read's
-    # question is answered with the primary's position, which is then the
-    # end of the tail, so the session mode's waiters, like the others,
-    # still wait when replay reaches the target (without the tail they
-    # would wake and run their SELECT just as the target is timed)
+    at = replay_pause(sb)
+    pr.execute("CALL replay_commits(%s)", (args.replay_commits * len(order),))
+    end = one(pr, "SELECT pg_current_wal_insert_lsn()")
+    # A tail past the end: a strong read's question is answered with the
+    # primary's position, the tail's end, so the session mode's waiters,
+    # like the others, are still waiting when the last segment ends
     pr.execute("CALL replay_commits(%s)", (REPLAY_TAIL_COMMITS,))
     tail = one(pr, "SELECT pg_current_wal_insert_lsn()")
     while not one(sb, "SELECT pg_last_wal_receive_lsn() >= %s", (tail,)):
         time.sleep(0.01)
-    ts, started = start_waiters(args, method, waiters) if waiters else ([], 0)
-    if started != waiters:
-        raise SystemExit(f"only {started} of {waiters} waiters started")
-    start = one(sb, "SELECT pg_last_wal_replay_lsn()")
-    wal = one(sb, "SELECT pg_wal_lsn_diff(%s, %s)::bigint", (target, start))
-    cpu0 = tree_cpu_ns(args.standby_pid)
-    t0 = time.monotonic()
+    rows = []
+    procs = tree_cpu_ns(args.standby_pid)
+    processes = len(procs)
+    startup = next(p for p, (_, kind) in procs.items() if kind == "startup")
+    for config in order:
+        w = args.replay_waiters if config not in ("alone", "none") else 0
+        ts, started = start_waiters(args, config, w) if w else ([], 0)
+        if started != w:
+            raise SystemExit(f"only {started} of {w} waiters started")
+        standby_at_rest(args)
+        c0 = time.monotonic()
+        cpu0 = tree_cpu_ns(args.standby_pid)
+        delay0 = run_delay_ns(startup)
+        t0 = time.monotonic()
+        sb.execute("SELECT pg_wal_replay_resume()")
+        time.sleep(args.replay_window_ms / 1000)
+        sb.execute("SELECT pg_wal_replay_pause()")
+        seconds = time.monotonic() - t0
+        stop = replay_pause(sb)
+        cpu = cpu_by_kind(cpu0, tree_cpu_ns(args.standby_pid))
+        cpu_s = time.monotonic() - c0
+        delay = run_delay_ns(startup) - delay0
+        wal, short = sb.execute("SELECT pg_wal_lsn_diff(%s, %s)::bigint, "
+                                "%s::pg_lsn >= %s::pg_lsn",
+                                (stop, at, stop, end)).fetchone()
+        if short:
+            raise SystemExit("replay reached the end of the block's WAL within a "
+                             "segment: raise --replay-commits")
+        at = stop
+        if w:
+            sb.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
+                       "WHERE application_name = 'bench_waiter'")
+            for t in ts:
+                t.join()
+            # until their processes are gone, not only their sessions: the
+            # next segment must not pay for their exit
+            while len(tree_cpu_ns(args.standby_pid)) > processes:
+                time.sleep(0.01)
+        rows.append({"waiters": config, "replay_s": round(seconds, 4),
+                     "wal_mb": round(wal / 1e6, 3),
+                     "mb_per_s": round(wal / 1e6 / seconds, 1),
+                     "cpu_s": round(cpu_s, 4),    # the span of the CPU samples
+                     # time the startup process was ready to run but waited
+                     # for a core: what other processes of this machine took
+                     # from it (the VM's own noise does not show here)
+                     "startup_runq_ms": round(delay / 1e6, 2),
+                     **{f"{k}_ms": round(cpu.get(k, 0.0), 1) for k in
+                        ("startup", "watcher", "backend", "walreceiver", "other")}})
     sb.execute("SELECT pg_wal_replay_resume()")
-    while not one(sb, "SELECT pg_last_wal_replay_lsn() >= %s", (target,)):
-        time.sleep(0.001)
-    seconds = time.monotonic() - t0
-    cpu1 = tree_cpu_ns(args.standby_pid)
-    sb.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
-               "WHERE application_name = 'bench_waiter'")
-    for t in ts:
-        t.join()
-    return seconds, wal, cpu_by_kind(cpu0, cpu1)
+    return rows
 
 
 def part_replay(args):
     n = args.replay_waiters
-    methods = args.replay_methods
-    configs = ["alone"] + methods
-    print(f"\n== 5. replay cost: time to replay {args.replay_commits} single-row commits "
-          f"written while replay was paused, alone and with {n} sessions waiting "
-          f"({', '.join(methods)}; each round runs every configuration, in an order "
-          f"that rotates from round to round)")
+    # "none" is measured exactly like a kind of waiter, with no waiters: the
+    # benchmark's own reading of a change that changes nothing
+    methods = args.replay_methods + ["none"]
+    print(f"\n== 5. replay cost: replay speed with {n} sessions waiting "
+          f"({', '.join(methods[:-1])}) against replay alone.  Each of "
+          f"{args.replay_rounds} blocks of WAL ({len(methods) * 2 + 1} x "
+          f"{args.replay_commits} single-row commits) is replayed in segments of "
+          f"{args.replay_window_ms} ms, alone and with each kind of waiter in turn "
+          f"(alone, kind, alone, kind, ..., alone; the kinds' order rotates from "
+          f"block to block); a kind's ratio is its segment's speed over the mean "
+          f"of the two alone segments beside it; 'none' is a kind with no "
+          f"waiters: the benchmark's own noise")
     with connect(args.primary) as pr, connect(args.standby) as sb:
         # (no autovacuum there: its cleanup records would conflict with the
         # waiters' snapshots and measure recovery conflicts, not replay)
@@ -562,40 +637,39 @@ def part_replay(args):
                    "AS $$ BEGIN FOR i IN 1..n LOOP INSERT INTO replay_log VALUES (1); "
                    "COMMIT; END LOOP; END $$")
         wait_replayed(pr, sb)
-        rows = []
-        for r in range(args.replay_rounds):
-            k = r % len(configs)
-            for config in configs[k:] + configs[:k]:
-                w = 0 if config == "alone" else n
-                seconds, wal, cpu = replay_round(args, pr, sb, config, w)
-                rows.append({"round": r + 1, "waiters": config if w else "none",
-                             "replay_s": round(seconds, 3),
-                             "wal_mb": round(wal / 1e6, 1),
-                             "standby_cpu_ms": round(cpu["all"]),
-                             **{f"{k}_ms": round(cpu.get(k, 0.0)) for k in
-                                ("startup", "watcher", "backend", "walreceiver", "other")}})
-                print(f"  round {r + 1}, {config}: {seconds:.3f} s, standby CPU "
-                      f"{cpu['all']:.0f} ms", flush=True)
+        rows, ratios = [], {m: [] for m in methods}
+        for b in range(args.replay_rounds):
+            k = b % len(methods)
+            kinds = methods[k:] + methods[:k]
+            order = ["alone"] + [x for m in kinds for x in (m, "alone")]
+            seg = replay_block(args, pr, sb, order)
+            speed = [x["wal_mb"] / x["replay_s"] for x in seg]
+            for i in range(1, len(seg), 2):
+                ratios[seg[i]["waiters"]].append(speed[i] / ((speed[i - 1] + speed[i + 1]) / 2))
+            rows += [{"block": b + 1, "segment": i + 1, **x} for i, x in enumerate(seg)]
+            print(f"  block {b + 1}: " + ", ".join(
+                f"{x['waiters']} {x['mb_per_s']:.0f}" for x in seg) + " MB/s", flush=True)
     print_table(rows)
-    # the ratio within a round cancels the machine's drift between rounds
-    by_round = {}
+    by_kind = {}
     for x in rows:
-        by_round.setdefault(x["round"], {})[x["waiters"]] = x
+        by_kind.setdefault(x["waiters"], []).append(x)
+    def cpu(kind):
+        """Medians over a kind's segments: the startup process's CPU ms per
+        MB replayed, the watcher's and the backends' CPU ms per second."""
+        x = by_kind[kind]
+        return (f"startup {statistics.median(r['startup_ms'] / r['wal_mb'] for r in x):.2f} "
+                f"ms per MB, watcher "
+                f"{statistics.median(r['watcher_ms'] / r['cpu_s'] for r in x):.1f} ms per s, "
+                f"backends {statistics.median(r['backend_ms'] / r['cpu_s'] for r in x):.0f} "
+                f"ms per s; the startup process waited for a core "
+                f"{statistics.median(r['startup_runq_ms'] / r['replay_s'] for r in x):.1f} "
+                f"ms per s of replay")
     for m in methods:
-        speed = sorted(r["none"]["replay_s"] / r[m]["replay_s"] for r in by_round.values())
-        startup = sorted(r[m]["startup_ms"] / r["none"]["startup_ms"]
-                         for r in by_round.values())
-        watcher = sum(r[m]["watcher_ms"] for r in by_round.values())
-        # the fastest rounds: the machine's noise only ever adds time
-        fastest = (min(r["none"]["replay_s"] for r in by_round.values()) /
-                   min(r[m]["replay_s"] for r in by_round.values()))
-        print(f"{m}: replay speed with {n} waiters / alone, per round: median "
-              f"{statistics.median(speed):.2f} (from {speed[0]:.2f} to {speed[-1]:.2f}; "
-              f"goal >= 0.95); fastest round alone / fastest with waiters "
-              f"{fastest:.2f}; the startup process's CPU: median "
-              f"{statistics.median(startup):.2f}x; the watcher's CPU: "
-              f"{100 * watcher / sum(r[m]['startup_ms'] for r in by_round.values()):.1f} "
-              f"% of the startup process's")
+        r = sorted(ratios[m])
+        print(f"{m}: replay speed with {0 if m == 'none' else n} waiters / alone beside "
+              f"it: median {statistics.median(r):.3f} of {len(r)} (from {r[0]:.3f} to "
+              f"{r[-1]:.3f}; goal >= 0.95); CPU: {cpu(m)}")
+    print(f"alone: CPU: {cpu('alone')}")
     write_csv(args, "replay.csv", rows)
 
 
@@ -786,10 +860,14 @@ def main():
     ap.add_argument("--idle-seconds", type=int, default=10)
     ap.add_argument("--check-rounds", type=int, default=8)
     ap.add_argument("--check-seconds", type=int, default=5)
-    ap.add_argument("--replay-commits", type=int, default=1500000)
+    ap.add_argument("--replay-commits", type=int, default=100000,
+                    help="single-row commits written for each segment of replay")
+    ap.add_argument("--replay-window-ms", type=int, default=50,
+                    help="how long each segment of replay runs")
     ap.add_argument("--replay-waiters", type=int, default=100)
-    ap.add_argument("--replay-rounds", type=int, default=11)
-    ap.add_argument("--replay-methods", type=lambda s: s.split(","), default=["gate"],
+    ap.add_argument("--replay-rounds", type=int, default=10, help="blocks of segments")
+    ap.add_argument("--replay-methods", type=lambda s: s.split(","),
+                    default=["gate", "set_gate", "session", "floor"],
                     help="how the waiters wait, one configuration each: gate, token (a "
                          "token of timeline 1), set_gate, session (the session mode), "
                          "floor (read_after), core_wait (WAIT FOR LSN, 19+)")
