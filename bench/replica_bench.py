@@ -507,9 +507,10 @@ REPLAY_TAIL_COMMITS = 50000
 
 
 def replay_pause(sb):
-    """Pause replay and return the position it stopped at: pause is only a
-    request (pg_is_wal_replay_paused() says so before replay has stopped on
-    13 and 14 too), so wait until the replayed position stands still."""
+    """Pause replay and return the position it stopped at.  A pause is a
+    request, which pg_is_wal_replay_paused() reports as soon as it is made,
+    before the startup process has stopped, so wait until the replayed
+    position stands still."""
     sb.execute("SELECT pg_wal_replay_pause()")
     lsn = one(sb, "SELECT pg_last_wal_replay_lsn()")
     while True:
