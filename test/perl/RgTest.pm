@@ -83,21 +83,22 @@ sub rg_bg_finish
 	return $h;
 }
 
-# rg_pgbouncer($dir, $users, name => $node, ...)
-#	Start pgbouncer in transaction pooling mode on a socket in $dir, with a
-#	database of each given name pointing at the database postgres of its
-#	node, letting in each of the roles in @$users (and the OS user) as
-#	itself.  Returns (port, the IPC::Run handle).  Every pgbouncer started
-#	here is killed when the test script ends, however it ends (a handle
-#	dropped without kill_kill used to leave the daemon running).
+# Every pgbouncer rg_pgbouncer started, killed when the script ends.
 my @rg_bouncers;
 
 END
 {
 	local $?;    # reaping pgbouncer must not become the script's exit status
+	# (eval: one that exited by itself has nothing left to kill)
 	eval { $_->kill_kill } foreach @rg_bouncers;
 }
 
+# rg_pgbouncer($dir, $users, name => $node, ...)
+#	Start pgbouncer in transaction pooling mode on a socket in $dir, with a
+#	database of each given name pointing at the database postgres of its
+#	node, letting in each of the roles in @$users (and the OS user) as
+#	itself.  Returns the port.  The daemon is killed when the test script
+#	ends, however it ends (the END block above).
 sub rg_pgbouncer
 {
 	my ($dir, $users, %dbs) = @_;
@@ -124,15 +125,14 @@ pidfile = $dir/pgbouncer.pid
 	PostgreSQL::Test::Utils::append_to_file("$dir/userlist.txt",
 		join('', map { qq{"$_" ""\n} } $user, @$users));
 	my ($out, $err);
-	my $h = IPC::Run::start([ '/usr/sbin/pgbouncer', "$dir/pgbouncer.ini" ],
+	push @rg_bouncers, IPC::Run::start([ '/usr/sbin/pgbouncer', "$dir/pgbouncer.ini" ],
 		'>', \$out, '2>', \$err);
-	push @rg_bouncers, $h;
 	foreach (1 .. 100)
 	{
 		last if -S "$dir/.s.PGSQL.$port";
 		Time::HiRes::sleep(0.1);
 	}
-	return ($port, $h);
+	return $port;
 }
 
 # rg_build_client($name)

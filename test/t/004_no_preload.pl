@@ -167,7 +167,7 @@ is($primary->safe_psql('postgres', 'SELECT strong_reads FROM replica_gate.status
 rg_pause_replay($standby);
 $primary->safe_psql('postgres', "UPDATE t SET v = 'unseen' WHERE id = 1");
 my $dir = PostgreSQL::Test::Utils::tempdir_short;
-my ($bport) = rg_pgbouncer($dir, [ 'loaded', 'unloaded' ], standby => $standby);
+my $bport = rg_pgbouncer($dir, [ 'loaded', 'unloaded' ], standby => $standby);
 local $ENV{PGMAXPROTOCOLVERSION} = '3.0';    # Debian 12's pgbouncer
 my %ways = (
 	'ALTER ROLE' => $as->('loaded'),

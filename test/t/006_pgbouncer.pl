@@ -29,7 +29,7 @@ $primary->safe_psql('postgres',
 $primary->wait_for_catchup($standby->name, 'replay');
 
 my $dir = PostgreSQL::Test::Utils::tempdir_short;
-my ($port, $bouncer) = rg_pgbouncer($dir, [], primary => $primary, standby => $standby);
+my $port = rg_pgbouncer($dir, [], primary => $primary, standby => $standby);
 my $via = sub { "host=$dir port=$port dbname=$_[0]" };
 
 # Run psql through pgbouncer.
@@ -89,7 +89,6 @@ is($gate, 't', 'the gate in its own transaction passes');
 ($rc, $read) = bounced('standby', 'SELECT v FROM counter');
 is($read, '3', 'gate then read in separate transactions on one standby pool');
 
-$bouncer->kill_kill;
 $primary->stop;
 $standby->stop;
 done_testing();

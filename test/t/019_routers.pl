@@ -46,7 +46,7 @@ $primary->wait_for_catchup($standby->name, 'replay');
 my $dir = PostgreSQL::Test::Utils::tempdir_short;
 
 # --- the routers ----------------------------------------------------------------
-my ($bport, $bouncer) = rg_pgbouncer($dir, ['strong_reader'],
+my $bport = rg_pgbouncer($dir, ['strong_reader'],
 	primary => $primary, standby => $standby);
 
 my $pport = PostgreSQL::Test::Cluster::get_free_port();
@@ -172,7 +172,6 @@ for my $name (sort keys %routers)
 	$v = $primary->safe_psql('postgres', 'SELECT v FROM counter');
 }
 
-$bouncer->kill_kill;
 $pool->signal('TERM');
 $pool->finish;
 done_testing();
