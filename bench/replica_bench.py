@@ -395,8 +395,7 @@ def tree_cpu_ns(pid):
     ns = {}
     for p in pids:
         try:
-            with open(f"/proc/{p}/schedstat") as f:
-                used = int(f.read().split()[0])
+            used = schedstat(p)[0]
             with open(f"/proc/{p}/cmdline") as f:
                 title = f.read().replace("\0", " ")
         except OSError:
@@ -405,11 +404,12 @@ def tree_cpu_ns(pid):
     return ns
 
 
-def run_delay_ns(pid):
-    """How long the process has waited on a run queue, from
-    /proc/PID/schedstat (its second field)."""
+def schedstat(pid):
+    """(ns on a core, ns ready to run but waiting for one) of a process so
+    far, from /proc/PID/schedstat."""
     with open(f"/proc/{pid}/schedstat") as f:
-        return int(f.read().split()[1])
+        on, waiting = f.read().split()[:2]
+    return int(on), int(waiting)
 
 
 def process_kind(title):
@@ -525,7 +525,7 @@ def standby_at_rest(args):
     """Return once the standby's processes used less than 5 ms of CPU in a
     50 ms span (100 waiters just started are still busy for a while:
     their first statements read the catalogs), so that each segment of
-    replay starts alike.  Gives up after 10 s."""
+    replay starts alike.  Gives up after 10 s, and says so."""
     deadline = time.monotonic() + 10
     a = tree_cpu_ns(args.standby_pid)
     while time.monotonic() < deadline:
@@ -534,6 +534,7 @@ def standby_at_rest(args):
         if cpu_by_kind(a, b)["all"] < 5:
             return
         a = b
+    print("  (the standby was still busy after 10 s: this segment starts anyway)")
 
 
 def replay_block(args, pr, sb, order):
@@ -562,9 +563,8 @@ def replay_block(args, pr, sb, order):
     while not one(sb, "SELECT pg_last_wal_receive_lsn() >= %s", (tail,)):
         time.sleep(0.01)
     rows = []
-    procs = tree_cpu_ns(args.standby_pid)
-    processes = len(procs)
-    startup = next(p for p, (_, kind) in procs.items() if kind == "startup")
+    startup = next(p for p, (_, kind) in tree_cpu_ns(args.standby_pid).items()
+                   if kind == "startup")
     for config in order:
         w = args.replay_waiters if config not in ("alone", "none") else 0
         ts, started = start_waiters(args, config, w) if w else ([], 0)
@@ -573,7 +573,7 @@ def replay_block(args, pr, sb, order):
         standby_at_rest(args)
         c0 = time.monotonic()
         cpu0 = tree_cpu_ns(args.standby_pid)
-        delay0 = run_delay_ns(startup)
+        delay0 = schedstat(startup)[1]
         t0 = time.monotonic()
         sb.execute("SELECT pg_wal_replay_resume()")
         time.sleep(args.replay_window_ms / 1000)
@@ -582,7 +582,7 @@ def replay_block(args, pr, sb, order):
         stop = replay_pause(sb)
         cpu = cpu_by_kind(cpu0, tree_cpu_ns(args.standby_pid))
         cpu_s = time.monotonic() - c0
-        delay = run_delay_ns(startup) - delay0
+        delay = schedstat(startup)[1] - delay0
         wal, short = sb.execute("SELECT pg_wal_lsn_diff(%s, %s)::bigint, "
                                 "%s::pg_lsn >= %s::pg_lsn",
                                 (stop, at, stop, end)).fetchone()
@@ -591,16 +591,17 @@ def replay_block(args, pr, sb, order):
                              "segment: raise --replay-commits")
         at = stop
         if w:
-            sb.execute("SELECT pg_cancel_backend(pid) FROM pg_stat_activity "
-                       "WHERE application_name = 'bench_waiter'")
+            pids = [r[0] for r in sb.execute(
+                "SELECT pid FROM pg_stat_activity WHERE application_name = 'bench_waiter'")]
+            sb.execute("SELECT pg_cancel_backend(pid) FROM unnest(%s::int[]) pid", (pids,))
             for t in ts:
                 t.join()
             # until their processes are gone, not only their sessions: the
             # next segment must not pay for their exit
-            while len(tree_cpu_ns(args.standby_pid)) > processes:
+            while any(os.path.exists(f"/proc/{p}") for p in pids):
                 time.sleep(0.01)
-        rows.append({"waiters": config, "replay_s": round(seconds, 4),
-                     "wal_mb": round(wal / 1e6, 3),
+        rows.append({"waiters": config, "replay_s": round(seconds, 6),
+                     "wal_mb": round(wal / 1e6, 6),
                      "mb_per_s": round(wal / 1e6 / seconds, 1),
                      "cpu_s": round(cpu_s, 4),    # the span of the CPU samples
                      # time the startup process was ready to run but waited
