@@ -154,12 +154,18 @@ my $defaults = PostgreSQL::Test::Cluster->new('defaults');
 $defaults->init_from_backup($primary, 'defaults_base', has_streaming => 1);
 $defaults->start;
 $primary->wait_for_catchup($defaults->name, 'replay');
-# The first call asks the sender whether it is the primary; only messages
-# it sends after the answer count, so a write follows.
+# The first call asks the sender whether it is the primary, and the
+# question worker answers in the background; only messages the sender sends
+# after the answer count, and with these settings the next one may come 30 s
+# later.  So write until a write's message lands after the answer.
 $defaults->poll_query_until('postgres', 'SELECT streaming FROM replica_gate.status()');
-$defaults->safe_psql('postgres', 'SELECT replica_gate.staleness()');
-$primary->safe_psql('postgres', 'INSERT INTO t VALUES (3)');
-$primary->wait_for_catchup($defaults->name, 'replay');
+my $writes = 0;
+until ($defaults->safe_psql('postgres', 'SELECT replica_gate.staleness() IS NOT NULL') eq 't')
+{
+	die 'the bound never became known on a standby with default settings' if ++$writes > 100;
+	$primary->safe_psql('postgres', 'INSERT INTO t VALUES (3)');
+	$primary->wait_for_catchup($defaults->name, 'replay');
+}
 my ($lowest, $highest) = (1e9, 0);
 for (1 .. 36)
 {
