@@ -54,7 +54,7 @@ void
 rg_commit_wait_note(void)
 {
 	if (rg_commit_wait_ms > 0 && rg_pay_commit_wait &&
-		MyBackendType == B_BACKEND)
+		rg_client_session())
 		rg_commit_wait_until = Max(rg_commit_wait_until,
 								   rg_monotonic_us() + rg_commit_wait_ms * (int64) 1000);
 }

@@ -38,6 +38,7 @@
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
 #include "utils/inval.h"
+#include "utils/portal.h"
 
 #include "replan.h"
 
@@ -51,13 +52,33 @@ static uint64 rg_replan_seen = 0;
  * rg_replan_mark
  *		Note that no statement is being parsed now: the next one is parsed
  *		after every invalidation message consumed so far.  Called between
- *		statements (the end of a transaction, the gate of the previous
- *		statement) and when the library is loaded.
+ *		statements (the end of a transaction, and through rg_replan_passed
+ *		after a gate) and when the library is loaded.
  */
 void
 rg_replan_mark(void)
 {
 	rg_replan_seen = SharedInvalidMessageCounter;
+}
+
+/*
+ * rg_replan_passed
+ *		A statement passed its gate, and its plan is as new as its snapshot:
+ *		statements parsed from now on see every message consumed so far.
+ *		But a client of the extended protocol may bind several portals
+ *		before it executes them, and the gate of one (at Bind, or at
+ *		Execute) then runs after the parse analysis of another, bound
+ *		before it and still ready to run: that one's plan may predate what
+ *		this gate consumed, so while any portal is ready, the mark stays
+ *		where it was (a cursor left open has the same effect: statements
+ *		after it are planned again whenever replay changed the catalog
+ *		since the mark).
+ */
+void
+rg_replan_passed(void)
+{
+	if (ThereAreNoReadyPortals())
+		rg_replan_mark();
 }
 
 /*

@@ -14,6 +14,8 @@
 #include <time.h>
 
 #include "access/xlogdefs.h"
+#include "miscadmin.h"
+#include "replication/walsender.h"
 
 #include "compat.h"
 
@@ -80,6 +82,20 @@ rg_monotonic_us(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/*
+ * Is this process a client's session: a client backend, or a walsender of a
+ * replication=database connection, which runs a client's SQL as well (and
+ * commits, and reads on a standby)?  What a client is promised (gates of
+ * the session mode, the commit wait, the token in ParameterStatus) is kept
+ * in both, and only there: not in background or parallel workers.
+ */
+static inline bool
+rg_client_session(void)
+{
+	return MyBackendType == B_BACKEND ||
+		(MyBackendType == B_WAL_SENDER && am_db_walsender);
 }
 
 #endif							/* REPLICA_GATE_H */

@@ -205,16 +205,17 @@ rg_session_check_floor(void)
 /*
  * rg_session_wanted
  *		Must the statements of this session gate here?  Only those of a
- *		client session (not of a parallel worker, nor of another
- *		extension's background worker running as a role with the mode set:
- *		those run ungated), on a standby; on a primary a floor is checked
+ *		client session (a walsender's SQL included; not a parallel
+ *		worker's, nor those of another extension's background worker
+ *		running as a role with the mode set: those run ungated), on a
+ *		standby; on a primary a floor is checked
  *		instead.
  */
 static bool
 rg_session_wanted(void)
 {
 	if (!(rg_consistency != RG_CONSISTENCY_EVENTUAL || rg_read_after_set) ||
-		rg_session_depth != 0 || MyBackendType != B_BACKEND)
+		rg_session_depth != 0 || !rg_client_session())
 		return false;
 	if (RecoveryInProgress())
 		return true;
@@ -335,7 +336,7 @@ rg_session_gate_query(QueryDesc *queryDesc)
 		queryDesc->operation = queryDesc->plannedstmt->commandType;
 		PopActiveSnapshot();
 	}
-	rg_replan_mark();
+	rg_replan_passed();
 }
 
 /*
@@ -581,7 +582,7 @@ rg_session_utility_gate(PlannedStmt **pstmt, const char *queryString,
 	if (rg_replan_needed() || unlocked)
 		*pstmt = rg_replan(queryString, *pstmt, params, queryEnv,
 						   CURSOR_OPT_PARALLEL_OK);
-	rg_replan_mark();
+	rg_replan_passed();
 	return GetActiveSnapshot();
 }
 

@@ -83,7 +83,7 @@ rg_token_set(XLogRecPtr lsn)
 	 * protocol 2 has no ParameterStatus.
 	 */
 	if (whereToSendOutput == DestRemote &&
-		(MyBackendType == B_BACKEND || MyBackendType == B_WAL_SENDER) &&
+		rg_client_session() &&
 		RG_CLIENT_HAS_PARAMETER_STATUS())
 	{
 		StringInfoData msg;

@@ -2,7 +2,8 @@
 # token floor (replica_gate.read_after) on a real primary and standby: set
 # per role, every statement that takes a new snapshot gates before it, in
 # every protocol and statement form; a waiting statement holds no snapshot;
-# REPEATABLE READ gates at BEGIN and refuses what it cannot gate; a history
+# REPEATABLE READ gates at BEGIN and refuses what it cannot gate; the SQL of
+# a replication=database connection gates as well; a history
 # checker over the simple and extended protocols and pipelines finds no
 # stale strong read while it finds stale plain ones.
 
@@ -32,7 +33,7 @@ CREATE FUNCTION read_counter() RETURNS int LANGUAGE plpgsql AS
 CREATE FUNCTION floor_of_counter() RETURNS int LANGUAGE plpgsql STABLE AS
   $$ BEGIN RETURN (SELECT v FROM counter) - 1000;
      EXCEPTION WHEN others THEN RETURN 0; END $$;
-CREATE ROLE reader LOGIN;
+CREATE ROLE reader LOGIN REPLICATION;
 GRANT SELECT ON counter TO reader;
 SELECT lo_from_bytea(4242, 'x');
 GRANT SELECT ON LARGE OBJECT 4242 TO reader;
@@ -95,6 +96,20 @@ like($err, qr/CONTEXT:  gate of the statement on a standby, for replica_gate.con
 	'its context names the session mode');
 is($out, '', 'and returns no row');
 cmp_ok($elapsed, '<', 3, "within its timeout ($elapsed s for 0.5 s)");
+
+# A walsender of a replication=database connection runs a client's SQL
+# too, with the role's settings: its reads gate as a client backend's do.
+{
+	my ($wout, $werr) = ('', '');
+	IPC::Run::run(
+		[ 'psql', '-XAtq', '-v', 'VERBOSITY=verbose', '-d', "$reader replication=database",
+		  '-c', "SET replica_gate.default_timeout = '500ms'", '-c', 'SELECT v FROM counter' ],
+		'<', \undef, '>', \$wout, '2>', \$werr,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	like($werr, qr/RG001/,
+		'replay paused: a strong read over a replication=database connection raises RG001');
+	is($wout, '', 'and returns no row');
+}
 
 # A waiting strong read holds no snapshot, and sees the write once replay
 # resumes.

@@ -4,7 +4,8 @@
 # on the primary before the read began) must be in its plan, not only in
 # its snapshot: a child table added to an inheritance tree, a table made a
 # child, an inlined SQL function replaced, a partition attached, an index
-# dropped concurrently, a table truncated by VACUUM.  Each change is
+# dropped concurrently, a table truncated by VACUUM, a new overload of a
+# function for a portal bound before another portal's gate.  Each change is
 # committed on the primary while the standby's replay is paused, then the
 # read starts and waits, then replay resumes: the read must return what
 # the primary returns, through the simple and the extended protocol, in
@@ -37,6 +38,7 @@ CREATE TABLE r (v int);
 CREATE TABLE r5 (v int);
 INSERT INTO r5 VALUES (5);
 CREATE FUNCTION answer() RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION pick(numeric) RETURNS int LANGUAGE sql AS 'SELECT 1';
 CREATE TABLE parted (v int) PARTITION BY RANGE (v);
 CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
 INSERT INTO parted VALUES (1);
@@ -163,6 +165,37 @@ my $floor = sub {
 	chomp $out;
 	is($out, $primary->safe_psql('postgres', 'SELECT count(*) FROM p'),
 		'read_after: a child table added is in the plan') or diag("stderr: $err");
+}
+
+# Two portals bound before either runs (the extended protocol allows it,
+# libpq does not): the first, an EXPLAIN ANALYZE, gates when it is
+# executed; the second, a SELECT, gates at its Bind, between the first's
+# parse analysis and its run, and consumes there the change the first one
+# was analysed without (a function that a call now resolves to).  The
+# first must still be planned again when it runs.
+{
+	rg_pause_replay($standby);
+	$primary->safe_psql('postgres',
+		q{CREATE FUNCTION pick(int) RETURNS int LANGUAGE sql AS 'SELECT 2'});
+	my ($out, $err) = ('', '');
+	my $h = IPC::Run::start(
+		[ '/usr/bin/python3', "$FindBin::RealBin/../clients/rg_portals.py",
+		  $standby->host, $standby->port, 'reader', 'portals_reader',
+		  'EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT pick(1)',
+		  'SELECT pick(1)' ],
+		'<', \undef, '>', \$out, '2>', \$err,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	rg_pid_of($standby, 'portals_reader');
+	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+	$h->finish;
+	my $want = $primary->safe_psql('postgres', 'SELECT pick(1)');
+	like($out, qr/\A$want\n-- SELECT 1\n/,
+		"two portals: the one gated at its Bind returns what the primary returns ($want)")
+	  or diag("stdout: $out\nstderr: $err");
+	like($out, qr/^\s*Output: $want$/m,
+		'the one bound before it, run after, is planned again: it calls the new function')
+	  or diag("stdout: $out\nstderr: $err");
+	$primary->wait_for_catchup($standby->name, 'replay');
 }
 
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');

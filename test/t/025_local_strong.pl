@@ -15,7 +15,8 @@
 #     check fails, no strong read is served locally, and the frozen case
 #     above still never returns the old value;
 #   - commits of a session with replica_gate.pay_commit_wait = off do not
-#     wait; a procedure's commits wait once, at its end;
+#     wait; a procedure's commits wait once, at its end; the SQL of a
+#     replication=database connection waits as a client backend's;
 #   - the bounded mode: reads run while the staleness bound is within the
 #     limit, and fail with RG001 while replay is paused.
 
@@ -71,11 +72,12 @@ is($primary->safe_psql('postgres', 'SELECT commit_wait FROM replica_gate.status(
 # psql's \timing: the statement's round trip, its commit included; the
 # fastest of three, so that a loaded machine cannot make a commit look slow.
 my $timed = sub {
-	my ($sql) = @_;
+	my ($sql, $conninfo) = @_;
 	my @ms;
 	for (1 .. 3)
 	{
-		my ($ret, $out, $err) = $primary->psql('postgres', "\\timing on\n$sql");
+		my ($ret, $out, $err) = $primary->psql('postgres', "\\timing on\n$sql",
+			$conninfo ? (extra_params => [ '-d', $conninfo ]) : ());
 		push @ms, ($out =~ /Time: ([0-9.]+) ms\s*$/) ? $1 : 1e9;
 	}
 	return (sort { $a <=> $b } @ms)[0];
@@ -84,6 +86,10 @@ my $paying = $timed->('UPDATE counter SET v = v');
 cmp_ok($paying, '>=', 50, "a paying commit waits out the commit wait ($paying ms)");
 my $free = $timed->("SET replica_gate.pay_commit_wait = off;\nUPDATE counter SET v = v");
 cmp_ok($free, '<', 50, "with replica_gate.pay_commit_wait off it does not ($free ms)");
+my $walsender = $timed->('UPDATE counter SET v = v',
+	$primary->connstr('postgres') . ' replication=database');
+cmp_ok($walsender, '>=', 50,
+	"so does a commit over a replication=database connection ($walsender ms)");
 my $proc = $timed->('CALL bump(5)');
 cmp_ok($proc, '<', 5 * 50, "a procedure's five commits wait once, at its end ($proc ms)");
 cmp_ok($proc, '>=', 50, 'but they do wait');
