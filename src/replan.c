@@ -13,15 +13,17 @@
  * (AcceptInvalidationMessages) at the start of a transaction, before it
  * takes a lock, and whenever replica_gate asks, and counts each in
  * SharedInvalidMessageCounter.  So once a gate has passed its target, every
- * change the statement must see has been sent; if, after consuming what is
- * pending, the counter still has the value it had at a moment before the
- * statement was parsed (rg_replan_mark), the statement's parse analysis and
- * plan saw every change its snapshot will.  Otherwise the statement is
- * parsed, analysed, rewritten and planned again from its text, as if it had
- * arrived now.  The rule names no kind of change, so it covers every kind:
- * tables, columns, inheritance and partitions, indexes and their states,
- * functions inlined or called, types, operators, views, rules, policies,
- * names newly shadowing others in the search path.
+ * change the statement must see has been sent.  A gate consumes what is
+ * pending and compares the counter with its value after the last gate: if
+ * it moved, whoever consumed them (this gate, the start of a transaction,
+ * a lock), the statement is parsed, analysed, rewritten and planned again
+ * from its text, as if it had arrived now, and every plan the plan cache
+ * saved is marked for the same at its next use; if it did not, every plan
+ * was made after every change the snapshot will see.  The rule names no
+ * kind of change, so it covers every kind: tables, columns, inheritance
+ * and partitions, indexes and their states, functions inlined or called,
+ * new overloads, types, operators, views, rules, policies, names newly
+ * shadowing others in the search path.
  *
  * A statement planned again must take the old plan's place in its portal:
  * the same kind of statement, one of it, with result columns of the same
@@ -38,60 +40,51 @@
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
 #include "utils/inval.h"
-#include "utils/portal.h"
+#include "utils/plancache.h"
 
 #include "replan.h"
 
 /*
- * SharedInvalidMessageCounter at a moment known to precede the parse
- * analysis of every top-level statement not yet started.
+ * SharedInvalidMessageCounter after the last gate that checked it: every
+ * message consumed since has not yet been answered by a replan.
  */
 static uint64 rg_replan_seen = 0;
 
 /*
- * rg_replan_mark
- *		Note that no statement is being parsed now: the next one is parsed
- *		after every invalidation message consumed so far.  Called between
- *		statements (the end of a transaction, and through rg_replan_passed
- *		after a gate) and when the library is loaded.
+ * rg_replan_init
+ *		When the library is loaded: plans saved before (a session that
+ *		loads it late) may predate what the session consumed; from now on
+ *		the gates answer for every message.
  */
 void
-rg_replan_mark(void)
+rg_replan_init(void)
 {
 	rg_replan_seen = SharedInvalidMessageCounter;
-}
-
-/*
- * rg_replan_passed
- *		A statement passed its gate, and its plan is as new as its snapshot:
- *		statements parsed from now on see every message consumed so far.
- *		But a client of the extended protocol may bind several portals
- *		before it executes them, and the gate of one (at Bind, or at
- *		Execute) then runs after the parse analysis of another, bound
- *		before it and still ready to run: that one's plan may predate what
- *		this gate consumed, so while any portal is ready, the mark stays
- *		where it was (a cursor left open has the same effect: statements
- *		after it are planned again whenever replay changed the catalog
- *		since the mark).
- */
-void
-rg_replan_passed(void)
-{
-	if (ThereAreNoReadyPortals())
-		rg_replan_mark();
+	ResetPlanCache();
 }
 
 /*
  * rg_replan_needed
  *		After a gate passed: consume the pending invalidation messages, and
- *		tell whether any was consumed since the last mark, so that the
- *		statement's plan may predate a change its snapshot will see.
+ *		tell whether any was consumed since the last gate, so that the
+ *		statement's plan may predate a change its snapshot will see.  If
+ *		so, every plan the plan cache saved (prepared statements, the
+ *		unnamed statement, plans of functions) may predate it as well: mark
+ *		them all invalid, so that each is analysed and planned again at its
+ *		next use.  The plan cache itself re-checks a saved plan against the
+ *		objects it uses, not against what its parse analysis resolved: a
+ *		new overload of a function it calls, a table newly shadowing one it
+ *		reads in the search path.
  */
 bool
 rg_replan_needed(void)
 {
 	AcceptInvalidationMessages();
-	return SharedInvalidMessageCounter != rg_replan_seen;
+	if (SharedInvalidMessageCounter == rg_replan_seen)
+		return false;
+	rg_replan_seen = SharedInvalidMessageCounter;
+	ResetPlanCache();
+	return true;
 }
 
 /* The statement could not be planned again in its old plan's place. */

@@ -173,18 +173,6 @@ rg_session_assign_consistency(int newval, void *extra)
 }
 
 /*
- * rg_session_xact_callback
- *		The end of a transaction lies between statements (replan.c).
- */
-static void
-rg_session_xact_callback(XactEvent event, void *arg)
-{
-	if (event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT ||
-		event == XACT_EVENT_PREPARE)
-		rg_replan_mark();
-}
-
-/*
  * rg_session_check_floor
  *		On a primary, reads are fresh, but a floor whose write this server's
  *		history excludes (lost in a failover: RG002; an unknown timeline:
@@ -336,7 +324,6 @@ rg_session_gate_query(QueryDesc *queryDesc)
 		queryDesc->operation = queryDesc->plannedstmt->commandType;
 		PopActiveSnapshot();
 	}
-	rg_replan_passed();
 }
 
 /*
@@ -533,9 +520,14 @@ rg_session_utility_reads(Node *stmt)
  *		Gate a top-level utility statement that reads: give back the
  *		snapshot its portal pushed (and holds for the rows it returns), gate,
  *		and push a new one in its place; then plan *pstmt again if replay
- *		changed the catalog, or if it gave back its locks to wait (which of
- *		them it needs, only its parse analysis knew).  Returns the snapshot
- *		pushed, which 13 leaves to us to pop.
+ *		changed the catalog, if it gave back its locks to wait (which of
+ *		them it needs, only its parse analysis knew), or if it was bound
+ *		from a saved plan (the extended protocol): a client may bind
+ *		several portals before it executes them, and the gate of another
+ *		one may then have consumed, between this one's Bind and its run, a
+ *		change its plan predates.  (A query, not a utility statement, of
+ *		such a portal gates at its Bind, with its plan just made.)  Returns
+ *		the snapshot pushed, which 13 leaves to us to pop.
  */
 static Snapshot
 rg_session_utility_gate(PlannedStmt **pstmt, const char *queryString,
@@ -579,10 +571,9 @@ rg_session_utility_gate(PlannedStmt **pstmt, const char *queryString,
 	if (hold)
 		portal->holdSnapshot = RegisterSnapshotOnOwner(GetActiveSnapshot(),
 													   portal->resowner);
-	if (rg_replan_needed() || unlocked)
+	if (rg_replan_needed() || unlocked || portal->cplan != NULL)
 		*pstmt = rg_replan(queryString, *pstmt, params, queryEnv,
 						   CURSOR_OPT_PARALLEL_OK);
-	rg_replan_passed();
 	return GetActiveSnapshot();
 }
 
@@ -660,11 +651,14 @@ rg_session_utility(RG_UTILITY_ARGS)
 
 	/*
 	 * A REPEATABLE READ transaction gates before its first snapshot (asked
-	 * after the statement: it may have set the floor or the mode).
+	 * after the statement: it may have set the floor or the mode); its
+	 * statements are parsed after the gate, or bound from saved plans that
+	 * the gate marks to be planned again if replay changed the catalog.
 	 */
 	if (rg_session_wanted() && rg_session_begins_xact_snapshot(stmt))
 	{
 		rg_session_gate();
+		(void) rg_replan_needed();
 		rg_session_gated_lxid = RG_MY_LXID;
 	}
 }
@@ -716,8 +710,7 @@ rg_session_init(void)
 	planner_hook = rg_session_planner;
 	rg_session_prev_object_access = object_access_hook;
 	object_access_hook = rg_session_object_access;
-	RegisterXactCallback(rg_session_xact_callback, NULL);
-	rg_replan_mark();
+	rg_replan_init();
 	rg_session_missed = !rg_loaded_at_start && RecoveryInProgress() &&
 		(rg_consistency != RG_CONSISTENCY_EVENTUAL || rg_read_after_set);
 	if (rg_session_missed)

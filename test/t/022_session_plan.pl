@@ -5,7 +5,9 @@
 # its snapshot: a child table added to an inheritance tree, a table made a
 # child, an inlined SQL function replaced, a partition attached, an index
 # dropped concurrently, a table truncated by VACUUM, a new overload of a
-# function for a portal bound before another portal's gate.  Each change is
+# function for a portal bound before another portal's gate and for
+# statements prepared before the gate (protocol-level and PREPARE, read
+# committed and repeatable read).  Each change is
 # committed on the primary while the standby's replay is paused, then the
 # read starts and waits, then replay resumes: the read must return what
 # the primary returns, through the simple and the extended protocol, in
@@ -39,6 +41,8 @@ CREATE TABLE r5 (v int);
 INSERT INTO r5 VALUES (5);
 CREATE FUNCTION answer() RETURNS int LANGUAGE sql AS 'SELECT 1';
 CREATE FUNCTION pick(numeric) RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION choose(numeric) RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION elect(numeric) RETURNS int LANGUAGE sql AS 'SELECT 1';
 CREATE TABLE parted (v int) PARTITION BY RANGE (v);
 CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
 INSERT INTO parted VALUES (1);
@@ -58,7 +62,8 @@ my $reader = $standby->connstr('postgres') . ' user=reader';
 #	'extended' the read goes through psycopg with a parameter ("%s", bound
 #	to 0) as a statement prepared and executed once before the change:
 #	its plan is cached, and checked at Bind.  "conn" adds connection
-#	options.
+#	options.  "cmd" (a function of the connection string and the
+#	application name) gives another client's command line.
 my $n = 0;
 sub read_during
 {
@@ -78,6 +83,7 @@ with psycopg.connect(sys.argv[1], autocommit=True) as c:
         time.sleep(0.01)
     print(c.execute(sys.argv[2], [0], prepare=True).fetchone()[0])
 }, $dsn, $sql, $go)
+	  : $opts{cmd} ? $opts{cmd}->($dsn, $app)
 	  : ('psql', '-XAtq', '-v', 'VERBOSITY=verbose', '-d', $dsn, '-c', $sql);
 	my $h;
 	if ($extended)
@@ -174,20 +180,15 @@ my $floor = sub {
 # was analysed without (a function that a call now resolves to).  The
 # first must still be planned again when it runs.
 {
-	rg_pause_replay($standby);
-	$primary->safe_psql('postgres',
-		q{CREATE FUNCTION pick(int) RETURNS int LANGUAGE sql AS 'SELECT 2'});
-	my ($out, $err) = ('', '');
-	my $h = IPC::Run::start(
-		[ '/usr/bin/python3', "$FindBin::RealBin/../clients/rg_portals.py",
-		  $standby->host, $standby->port, 'reader', 'portals_reader',
-		  'EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT pick(1)',
-		  'SELECT pick(1)' ],
-		'<', \undef, '>', \$out, '2>', \$err,
-		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
-	rg_pid_of($standby, 'portals_reader');
-	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
-	$h->finish;
+	my ($out, $err) = read_during(
+		q{CREATE FUNCTION pick(int) RETURNS int LANGUAGE sql AS 'SELECT 2'}, undef,
+		cmd => sub {
+			my ($dsn, $app) = @_;
+			return ('/usr/bin/python3', "$FindBin::RealBin/../clients/rg_portals.py",
+				$standby->host, $standby->port, 'reader', $app,
+				'EXPLAIN (ANALYZE, VERBOSE, COSTS OFF, TIMING OFF, SUMMARY OFF) SELECT pick(1)',
+				'SELECT pick(1)');
+		});
 	my $want = $primary->safe_psql('postgres', 'SELECT pick(1)');
 	like($out, qr/\A$want\n-- SELECT 1\n/,
 		"two portals: the one gated at its Bind returns what the primary returns ($want)")
@@ -195,7 +196,46 @@ my $floor = sub {
 	like($out, qr/^\s*Output: $want$/m,
 		'the one bound before it, run after, is planned again: it calls the new function')
 	  or diag("stdout: $out\nstderr: $err");
-	$primary->wait_for_catchup($standby->name, 'replay');
+}
+
+# A statement prepared while replay lags keeps what its parse analysis
+# resolved: PostgreSQL's plan cache checks a saved plan at Bind against
+# the objects it uses, not against a new overload of a function it calls.
+# Prepared (Parse) after the new overload was acknowledged but before the
+# standby replayed it, then executed: the first execution waits in its
+# gate and is planned again; the second, which waits for nothing, must not
+# fall back to the saved analysis.  Then the same with PREPARE, and
+# EXECUTE in a REPEATABLE READ transaction gated at its BEGIN.
+{
+	my ($out, $err) = read_during(
+		q{CREATE FUNCTION choose(int) RETURNS int LANGUAGE sql AS 'SELECT 2'}, undef,
+		cmd => sub {
+			my ($dsn) = @_;
+			return ('/usr/bin/python3', '-c', q{
+import sys, psycopg
+with psycopg.connect(sys.argv[1], autocommit=True) as c:
+    for _ in range(2):
+        print(c.execute("SELECT choose(1) + %s", [0], prepare=True).fetchone()[0], flush=True)
+}, $dsn);
+		});
+	my $want = $primary->safe_psql('postgres', 'SELECT choose(1)');
+	is($out, "$want\n$want",
+		"a statement prepared while replay lagged: both executions return what the primary returns ($want)")
+	  or diag("stderr: $err");
+
+	($out, $err) = read_during(
+		q{CREATE FUNCTION elect(int) RETURNS int LANGUAGE sql AS 'SELECT 2'}, undef,
+		cmd => sub {
+			my ($dsn) = @_;
+			return ('psql', '-XAtq', '-v', 'VERBOSITY=verbose', '-d', $dsn,
+				'-c', 'PREPARE q AS SELECT elect(1)',
+				'-c', 'BEGIN ISOLATION LEVEL REPEATABLE READ',
+				'-c', 'EXECUTE q', '-c', 'COMMIT');
+		});
+	$want = $primary->safe_psql('postgres', 'SELECT elect(1)');
+	is($out, $want,
+		"PREPARE while replay lagged, EXECUTE in REPEATABLE READ: what the primary returns ($want)")
+	  or diag("stderr: $err");
 }
 
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');
