@@ -46,22 +46,12 @@
 
 /*
  * SharedInvalidMessageCounter after the last gate that checked it: every
- * message consumed since has not yet been answered by a replan.
+ * message consumed since has not yet been answered by a replan.  The
+ * counter starts at 0 in every backend, so before the first gate (even in
+ * a session that loads the library late) every message it ever consumed
+ * is unanswered.
  */
 static uint64 rg_replan_seen = 0;
-
-/*
- * rg_replan_init
- *		When the library is loaded: plans saved before (a session that
- *		loads it late) may predate what the session consumed; from now on
- *		the gates answer for every message.
- */
-void
-rg_replan_init(void)
-{
-	rg_replan_seen = SharedInvalidMessageCounter;
-	ResetPlanCache();
-}
 
 /*
  * rg_replan_needed

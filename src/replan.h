@@ -14,7 +14,6 @@
 
 #include "replica_gate.h"
 
-extern void rg_replan_init(void);
 extern bool rg_replan_needed(void);
 extern PlannedStmt *rg_replan(const char *source, const PlannedStmt *old,
 							  ParamListInfo params, QueryEnvironment *queryEnv,

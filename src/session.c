@@ -196,8 +196,7 @@ rg_session_check_floor(void)
  *		client session (a walsender's SQL included; not a parallel
  *		worker's, nor those of another extension's background worker
  *		running as a role with the mode set: those run ungated), on a
- *		standby; on a primary a floor is checked
- *		instead.
+ *		standby; on a primary a floor is checked instead.
  */
 static bool
 rg_session_wanted(void)
@@ -710,7 +709,6 @@ rg_session_init(void)
 	planner_hook = rg_session_planner;
 	rg_session_prev_object_access = object_access_hook;
 	object_access_hook = rg_session_object_access;
-	rg_replan_init();
 	rg_session_missed = !rg_loaded_at_start && RecoveryInProgress() &&
 		(rg_consistency != RG_CONSISTENCY_EVENTUAL || rg_read_after_set);
 	if (rg_session_missed)
