@@ -7,6 +7,7 @@
 EXTENSION = replica_gate
 MODULE_big = replica_gate
 OBJS = \
+	src/ack.o \
 	src/commit_wait.o \
 	src/gate.o \
 	src/guard.o \

@@ -2,34 +2,41 @@
  *
  * commit_wait.c
  *		The primary's side of strong reads served without a question: a
- *		commit that wrote, in a client session that pays
- *		(replica_gate.pay_commit_wait, on by default), waits out
- *		replica_gate.commit_wait before its COMMIT is acknowledged.  A
- *		standby that holds an answer of the primary younger than that wait
- *		then knows it covers every paying commit acknowledged since
+ *		commit that wrote, in a session that pays
+ *		(replica_gate.pay_commit_wait, on by default), is not acknowledged
+ *		before replica_gate.commit_wait has passed since it became visible.
+ *		A standby that holds an answer of the primary younger than that
+ *		wait then knows it covers every paying commit acknowledged since
  *		(question.c); src/README.md has the argument.
  *
- * The wait is measured on the monotonic clock from the end of the commit
- * (after its record was flushed and it became visible), in the transaction
- * callback, before the client hears of it.  A procedure's own COMMITs are
- * not acknowledged to the client: they only raise the deadline, which the
- * end of the statement waits out.  The wait cannot be cancelled (the commit
- * is done and cannot fail; acknowledging it early would break the promise):
- * a cancel request is dropped, as synchronous replication does after its
- * warning; a terminate request or the postmaster's death end it without
- * acknowledging the commit.  It is at most replica_gate.commit_wait long,
- * whatever the standbys do: none of them is waited for.
+ * Who waits, and where.  A commit notes a deadline, the commit wait from
+ * now, after its record was flushed and it became visible.  A client
+ * session waits it out before the first message it sends after the commit
+ * (ack.c), whatever that message is: a procedure's commits are waited out
+ * once, by whichever message comes first, and nothing is ever charged to
+ * a later statement.  A background worker (logical replication's apply
+ * worker, another extension's worker) has no client of its own, but its
+ * results may reach one (through a table, a queue, the session that
+ * launched it): it waits at the end of each commit, once the transaction
+ * has released its locks.  Other processes (autovacuum) do not pay.
+ *
+ * The wait is measured on the clock of rg_clock_us().  It cannot be
+ * cancelled (the commit is done and cannot fail; acknowledging it early
+ * would break the promise): a cancel request is dropped, as synchronous
+ * replication does after its warning; a terminate request or the
+ * postmaster's death end it without acknowledging the commit.  It is at
+ * most replica_gate.commit_wait long, whatever the standbys do: none of
+ * them is waited for.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "access/xact.h"
-#include "executor/spi.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
-#include "tcop/dest.h"
 #include "utils/guc.h"
+#include "utils/resowner.h"
 
 #include "commit_wait.h"
 
@@ -37,7 +44,7 @@
 int			rg_commit_wait_ms = 0;
 static bool rg_pay_commit_wait = true;
 
-/* Until when (monotonic microseconds) the next acknowledgement must wait. */
+/* Until when (rg_clock_us) the next acknowledgement must wait; 0: none. */
 static int64 rg_commit_wait_until = 0;
 
 static uint32 rg_commit_wait_event = 0;
@@ -54,31 +61,31 @@ void
 rg_commit_wait_note(void)
 {
 	if (rg_commit_wait_ms > 0 && rg_pay_commit_wait &&
-		rg_client_session())
+		(rg_client_session() || MyBackendType == B_BG_WORKER))
 		rg_commit_wait_until = Max(rg_commit_wait_until,
-								   rg_monotonic_us() + rg_commit_wait_ms * (int64) 1000);
+								   rg_clock_us() + rg_commit_wait_ms * (int64) 1000);
 }
 
 /*
- * rg_commit_wait_sleep
- *		Wait until rg_commit_wait_until, without throwing.
+ * rg_commit_wait_pay
+ *		Wait out what the commits so far owe, without throwing.  False if
+ *		the session was told to terminate (or the postmaster died) first:
+ *		the commit must then never be acknowledged.
  */
-static void
-rg_commit_wait_sleep(void)
+bool
+rg_commit_wait_pay(void)
 {
+	if (rg_commit_wait_until == 0)
+		return true;
 	for (;;)
 	{
-		int64		left = rg_commit_wait_until - rg_monotonic_us();
+		int64		left = rg_commit_wait_until - rg_clock_us();
 		int			rc;
 
 		if (left <= 0)
 			break;
 		if (ProcDiePending)
-		{
-			/* the connection ends: never acknowledge the commit */
-			whereToSendOutput = DestNone;
-			break;
-		}
+			return false;
 		QueryCancelPending = false;
 		/* a latch times out in whole milliseconds: sleep the rest */
 		if (left < 1000)
@@ -93,19 +100,16 @@ rg_commit_wait_sleep(void)
 		if (rc & WL_POSTMASTER_DEATH)
 		{
 			ProcDiePending = true;
-			whereToSendOutput = DestNone;
-			break;
+			return false;
 		}
 	}
 	rg_commit_wait_until = 0;
+	return true;
 }
 
 /*
  * rg_commit_wait_xact_callback
- *		After a commit that wrote a commit record, note it; at the end of a
- *		transaction, unless a procedure goes on (its next transaction
- *		starts, and no client hears of this one yet), wait out what the
- *		commits so far owe.
+ *		After a commit that wrote a commit record, note it.
  */
 static void
 rg_commit_wait_xact_callback(XactEvent event, void *arg)
@@ -113,9 +117,21 @@ rg_commit_wait_xact_callback(XactEvent event, void *arg)
 	if (event == XACT_EVENT_COMMIT &&
 		TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		rg_commit_wait_note();
-	if ((event == XACT_EVENT_COMMIT || event == XACT_EVENT_ABORT) &&
-		rg_commit_wait_until != 0 && !SPI_inside_nonatomic_context())
-		rg_commit_wait_sleep();
+}
+
+/*
+ * rg_commit_wait_release_callback
+ *		In a background worker, once a top-level commit has released its
+ *		locks: wait out what it owes.  (A client session waits before its
+ *		next message instead, ack.c.)
+ */
+static void
+rg_commit_wait_release_callback(ResourceReleasePhase phase, bool isCommit,
+								bool isTopLevel, void *arg)
+{
+	if (phase == RESOURCE_RELEASE_AFTER_LOCKS && isCommit && isTopLevel &&
+		rg_commit_wait_until != 0 && !rg_client_session())
+		(void) rg_commit_wait_pay();
 }
 
 /*
@@ -147,4 +163,5 @@ rg_commit_wait_init(void)
 							GUC_UNIT_MS,
 							NULL, NULL, NULL);
 	RegisterXactCallback(rg_commit_wait_xact_callback, NULL);
+	RegisterResourceReleaseCallback(rg_commit_wait_release_callback, NULL);
 }

@@ -15,5 +15,6 @@ extern int	rg_commit_wait_ms;
 
 extern void rg_commit_wait_init(void);
 extern void rg_commit_wait_note(void);
+extern bool rg_commit_wait_pay(void);
 
 #endif							/* RG_COMMIT_WAIT_H */

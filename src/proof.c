@@ -253,7 +253,7 @@ rg_proof_answered(const RgTarget *answer, int64 asked, int64 received,
 int64
 rg_proof_refresh_in(void)
 {
-	int64		now = rg_monotonic_us();
+	int64		now = rg_clock_us();
 	int64		period;
 	int64		asked;
 	int64		demand;
@@ -293,7 +293,7 @@ rg_proof_note_demand(int64 now)
 bool
 rg_proof_use(RgTarget *answer)
 {
-	int64		now = rg_monotonic_us();
+	int64		now = rg_clock_us();
 	bool		covered;
 	Latch	   *wake;
 
@@ -325,7 +325,7 @@ rg_proof_use(RgTarget *answer)
 bool
 rg_proof_age_us(XLogRecPtr position, TimeLineID tli, bool want, int64 *us)
 {
-	int64		now = rg_monotonic_us();
+	int64		now = rg_clock_us();
 	bool		known;
 	Latch	   *wake;
 

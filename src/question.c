@@ -632,7 +632,7 @@ rg_question_answer(void)
 
 		if (!rg_question_open(deadline))
 			break;
-		asked = rg_monotonic_us();
+		asked = rg_clock_us();
 		ok = rg_question_put(deadline, &answer, &primary_clock);
 		if (!ok)
 		{
@@ -643,7 +643,7 @@ rg_question_answer(void)
 	}
 	rg_stats_question(ok, GetCurrentTimestamp() - start);
 	if (ok)
-		rg_proof_answered(&answer, asked, rg_monotonic_us(), primary_clock);
+		rg_proof_answered(&answer, asked, rg_clock_us(), primary_clock);
 	rg_question_end(ok ? &answer : NULL, rg_worker.why);
 }
 

@@ -27,6 +27,7 @@
 #include "miscadmin.h"
 #include "tcop/tcopprot.h"
 
+#include "ack.h"
 #include "commit_wait.h"
 #include "guard.h"
 #include "question.h"
@@ -123,6 +124,7 @@ _PG_init(void)
 	rg_set_gate_init();
 	rg_token_init();
 	rg_commit_wait_init();
+	rg_ack_init();
 	rg_guard_init();
 	rg_session_init();
 	RG_RESERVE_GUC_PREFIX("replica_gate");

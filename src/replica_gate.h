@@ -71,16 +71,25 @@ typedef enum RgWaitResult
 } RgWaitResult;
 
 /*
- * The monotonic clock, in microseconds: what a waiting commit and a
- * standby's answers are timed with (never stepped, unlike the wall clock),
- * comparable between the processes of one machine.
+ * The clock that the commit wait and a standby's answers are timed with, in
+ * microseconds: never stepped, unlike the wall clock, comparable between the
+ * processes of one machine, and, on Linux, counting the time the machine
+ * was suspended (CLOCK_BOOTTIME; CLOCK_MONOTONIC stops then).  No clock
+ * inside a virtual machine counts the time its hypervisor paused it:
+ * proof.c checks it against the primary's.
  */
+#ifdef CLOCK_BOOTTIME
+#define RG_CLOCK_ID CLOCK_BOOTTIME
+#else
+#define RG_CLOCK_ID CLOCK_MONOTONIC
+#endif
+
 static inline int64
-rg_monotonic_us(void)
+rg_clock_us(void)
 {
 	struct timespec ts;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	clock_gettime(RG_CLOCK_ID, &ts);
 	return (int64) ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 

@@ -49,6 +49,9 @@ static TimeLineID rg_last_commit_tli = 0;
 static char *rg_last_commit_guc = NULL;
 static char rg_token_buf[64];
 
+/* rg_token_buf changed since it was last reported to the client. */
+static bool rg_token_unreported = false;
+
 /*
  * rg_token_set
  *		Remember a commit that ended at "lsn" on this primary's timeline and
@@ -66,15 +69,32 @@ rg_token_set(XLogRecPtr lsn)
 	/*
 	 * Set the parameter and report it ourselves, as set_config_option()
 	 * and the GUC_REPORT machinery would: they would parse and copy the
-	 * value, stack it for the transaction's end, and on 14 and 15 look
-	 * through every setting to find the one to report.  Nothing else sets
-	 * a PGC_INTERNAL parameter, RESET and DISCARD leave it alone, and SHOW
-	 * reads the variable.  ParameterStatus may arrive at any time; it goes
-	 * out with the COMMIT's response.
+	 * value, and look through every setting to find the one to report.
+	 * Nothing else sets a PGC_INTERNAL parameter, RESET and DISCARD leave
+	 * it alone, and SHOW reads the variable.  It is reported just before
+	 * the first message after the commit (ack.c), after the commit wait.
 	 */
 	strlcpy(rg_token_buf, rg_token_text(rg_last_commit_tli, rg_last_commit),
 			sizeof(rg_token_buf));
 	rg_last_commit_guc = rg_token_buf;
+	rg_token_unreported = true;
+}
+
+/*
+ * rg_token_report
+ *		Send the client the token of the commits since the last message, if
+ *		any: called before each message a client session sends (ack.c).
+ *		ParameterStatus may arrive at any time; this one goes out with the
+ *		COMMIT's response.
+ */
+void
+rg_token_report(void)
+{
+	StringInfoData msg;
+
+	if (!rg_token_unreported)
+		return;
+	rg_token_unreported = false;
 
 	/*
 	 * Only to a client, as GUC reporting would: other processes can send
@@ -82,17 +102,13 @@ rg_token_set(XLogRecPtr lsn)
 	 * to its leader through a queue, which refuses this message), and 13's
 	 * protocol 2 has no ParameterStatus.
 	 */
-	if (whereToSendOutput == DestRemote &&
-		rg_client_session() &&
-		RG_CLIENT_HAS_PARAMETER_STATUS())
-	{
-		StringInfoData msg;
-
-		pq_beginmessage(&msg, 'S');	/* ParameterStatus */
-		pq_sendstring(&msg, RG_TOKEN_GUC);
-		pq_sendstring(&msg, rg_token_buf);
-		pq_endmessage(&msg);
-	}
+	if (whereToSendOutput != DestRemote || !rg_client_session() ||
+		!RG_CLIENT_HAS_PARAMETER_STATUS())
+		return;
+	pq_beginmessage(&msg, 'S');	/* ParameterStatus */
+	pq_sendstring(&msg, RG_TOKEN_GUC);
+	pq_sendstring(&msg, rg_token_buf);
+	pq_endmessage(&msg);
 }
 
 /*

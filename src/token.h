@@ -12,5 +12,6 @@
 
 extern void rg_token_init(void);
 extern void rg_token_utility_done(Node *parsetree);
+extern void rg_token_report(void);
 
 #endif							/* RG_TOKEN_H */

@@ -17,6 +17,10 @@
 #   - commits of a session with replica_gate.pay_commit_wait = off do not
 #     wait; a procedure's commits wait once, at its end; the SQL of a
 #     replication=database connection waits as a client backend's;
+#   - no message after a paying commit reaches the client before its wait
+#     (a procedure's error or notice after its COMMIT, a cancel by
+#     statement_timeout, a CommandComplete asked for by Flush, the token),
+#     and none is charged to the next statement;
 #   - the bounded mode: reads run while the staleness bound is within the
 #     limit, and fail with RG001 while replay is paused.
 
@@ -93,6 +97,66 @@ cmp_ok($walsender, '>=', 50,
 my $proc = $timed->('CALL bump(5)');
 cmp_ok($proc, '<', 5 * 50, "a procedure's five commits wait once, at its end ($proc ms)");
 cmp_ok($proc, '>=', 50, 'but they do wait');
+
+# --- no client hears of a commit before its wait -------------------------------
+# Whatever the first message after a paying commit is (an error, a notice,
+# the CommandComplete a Flush asks for, the token's ParameterStatus), it
+# leaves the primary only once the commit wait has passed; the statement
+# after it is not charged for it.  rg_ack.py times each message as it
+# arrives; each case runs three times.
+$primary->safe_psql('postgres', q{
+CREATE PROCEDURE commit_then_fail() LANGUAGE plpgsql AS
+  $$ BEGIN UPDATE counter SET v = v + 1; COMMIT; RAISE EXCEPTION 'failed after its commit'; END $$;
+CREATE PROCEDURE commit_then_reraise() LANGUAGE plpgsql AS
+  $$ BEGIN UPDATE counter SET v = v + 1; COMMIT;
+       BEGIN RAISE EXCEPTION 'failed after its commit';
+       EXCEPTION WHEN others THEN RAISE; END; END $$;
+CREATE PROCEDURE commit_then_notice() LANGUAGE plpgsql AS
+  $$ BEGIN UPDATE counter SET v = v + 1; COMMIT; RAISE NOTICE 'committed'; PERFORM pg_sleep(0.2); END $$;
+CREATE PROCEDURE commit_then_sleep() LANGUAGE plpgsql AS
+  $$ BEGIN UPDATE counter SET v = v + 1; COMMIT; PERFORM pg_sleep(1); END $$;
+CREATE PROCEDURE commit_only() LANGUAGE plpgsql AS
+  $$ BEGIN UPDATE counter SET v = v + 1; COMMIT; END $$;
+});
+my @ack_cases = (
+	[ 'a procedure that commits then raises', 'simple', 'CALL commit_then_fail()', 'E P0001' ],
+	[ 'an error re-raised from an exception block', 'simple', 'CALL commit_then_reraise()', 'E P0001' ],
+	[ 'a DO block that commits then raises', 'simple',
+	  q{DO $$ BEGIN UPDATE counter SET v = v + 1; COMMIT; RAISE EXCEPTION 'failed'; END $$}, 'E P0001' ],
+	[ 'a notice after the commit', 'simple', 'CALL commit_then_notice()', 'N committed' ],
+	[ 'statement_timeout after the commit', 'simple', 'CALL commit_then_sleep()', 'E 57014',
+	  '-c statement_timeout=10ms' ],
+	[ "a CALL's CommandComplete asked for by Flush", 'flush', 'CALL commit_only()', 'C CALL' ],
+	[ 'a plain commit', 'simple', 'UPDATE counter SET v = v + 1', 'S replica_gate.last_commit_token=' ]);
+for my $case (@ack_cases)
+{
+	my ($name, $mode, $sql, $first, $options) = @$case;
+	my ($earliest, $next, $seen) = (1e9, 1e9, '');
+	my $before = $primary->safe_psql('postgres', 'SELECT v FROM counter');
+	for (1 .. 3)
+	{
+		local $ENV{RG_ACK_OPTIONS} = $options // '';
+		my ($out, $err) = ('', '');
+		IPC::Run::run(
+			[ '/usr/bin/python3', "$FindBin::RealBin/../clients/rg_ack.py",
+			  $primary->host, $primary->port, 'postgres', $mode, $sql ],
+			'>', \$out, '2>', \$err,
+			IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+		my ($mine, $later) = split /^-- next\n/m, $out;
+		my ($ms) = ($mine // '') =~ /^([0-9.]+) /m;
+		my ($next_ms) = ($later // '') =~ /^([0-9.]+) /m;
+		diag("$name: $err") if $err;
+		$earliest = $ms if defined $ms && $ms < $earliest;
+		$next = $next_ms if defined $next_ms && $next_ms < $next;
+		$seen = $mine // "nothing: $out";
+	}
+	like($seen, qr/^[0-9.]+ \Q$first\E/m, "$name: the client got what it should")
+	  or diag($seen);
+	cmp_ok($earliest, '>=', 50, "$name: the first message left after the commit wait ($earliest ms)");
+	cmp_ok($next, '<', 25, "$name: the next statement is not charged for it ($next ms)");
+	is($primary->safe_psql('postgres', 'SELECT v FROM counter'), $before + 3,
+		"$name: the three commits were made");
+}
 
 # --- a history checker --------------------------------------------------------
 sub history
