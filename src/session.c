@@ -238,7 +238,16 @@ rg_session_gate(void)
 													   timeout);
 	ErrorContextCallback context;
 
+	/*
+	 * The context names the setting that makes the statement gate, set
+	 * before anything can fail (the missed SET below): the mode, else the
+	 * floor; each wait then names its own.
+	 */
 	context.callback = rg_session_error_context;
+	context.arg = rg_consistency == RG_CONSISTENCY_STRONG ?
+		"replica_gate.consistency = strong" :
+		rg_consistency == RG_CONSISTENCY_BOUNDED ?
+		"replica_gate.consistency = bounded" : "replica_gate.read_after";
 	context.previous = error_context_stack;
 	error_context_stack = &context;
 

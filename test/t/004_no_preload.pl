@@ -221,6 +221,16 @@ like($me, qr/WARNING:  55000: replica_gate.consistency or replica_gate.read_afte
 	'loading the library warns');
 like($me, qr/ERROR:  55000: earlier statements of this session were not gated/,
 	'and the next statement fails');
+like($me, qr/^CONTEXT:  gate of the statement on a standby, for replica_gate\.consistency = strong$/m,
+	'its context names the setting');
+# The same with the floor set (by SET) before the library was loaded.
+my $floor_lsn = $primary->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+($mo, $me) = $psql->($standby->connstr('postgres'),
+	"SET replica_gate.read_after = '$floor_lsn'",
+	'SELECT replica_gate.caught_up(NULL::pg_lsn)', 'SELECT v FROM t WHERE id = 1');
+is($mo, 't', 'read_after set before the library was loaded: the statement after the loading one did not run');
+like($me, qr/ERROR:  55000: earlier statements of this session were not gated\n(?:.*\n)*?CONTEXT:  gate of the statement on a standby, for replica_gate\.read_after$/m,
+	'it fails 55000, and its context names the floor');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 
 $primary->stop;
