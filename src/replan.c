@@ -17,9 +17,10 @@
  * pending and compares the counter with its value after the last gate: if
  * it moved, whoever consumed them (this gate, the start of a transaction,
  * a lock), the statement is parsed, analysed, rewritten and planned again
- * from its text, as if it had arrived now, and every plan the plan cache
- * saved is marked for the same at its next use; if it did not, every plan
- * was made after every change the snapshot will see.  The rule names no
+ * from its text (for one prepared by SQL PREPARE, the query the PREPARE
+ * holds), as if it had arrived now, and every plan the plan cache saved is
+ * marked for the same at its next use; if it did not, every plan was made
+ * after every change the snapshot will see.  The rule names no
  * kind of change, so it covers every kind: tables, columns, inheritance
  * and partitions, indexes and their states, functions inlined or called,
  * new overloads, types, operators, views, rules, policies, names newly
@@ -36,6 +37,7 @@
 
 #include "executor/executor.h"
 #include "nodes/params.h"
+#include "nodes/parsenodes.h"
 #include "storage/sinval.h"
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
@@ -121,6 +123,40 @@ rg_replan_result(const PlannedStmt *stmt)
 }
 
 /*
+ * rg_replan_raw
+ *		The raw parse tree of the statement "old" planned from "source":
+ *		that of the statement of the query string that starts where old
+ *		does, or NULL.  A statement prepared by SQL PREPARE has the whole
+ *		PREPARE command for its query string (its CachedPlanSource's
+ *		query_string); the raw parse tree the plan cache analyses again is
+ *		the query the PREPARE holds, wrapped in a RawStmt with the PREPARE's
+ *		location (PrepareQuery), and so is the one returned here.  (A
+ *		PREPARE itself is never gated: it reads nothing.)
+ */
+static RawStmt *
+rg_replan_raw(const char *source, const PlannedStmt *old)
+{
+	ListCell   *lc;
+
+	foreach(lc, pg_parse_query(source))
+	{
+		RawStmt    *raw = lfirst_node(RawStmt, lc);
+		RawStmt    *inner;
+
+		if (raw->stmt_location != old->stmt_location)
+			continue;
+		if (!IsA(raw->stmt, PrepareStmt))
+			return raw;
+		inner = makeNode(RawStmt);
+		inner->stmt = ((PrepareStmt *) raw->stmt)->query;
+		inner->stmt_location = raw->stmt_location;
+		inner->stmt_len = raw->stmt_len;
+		return inner;
+	}
+	return NULL;
+}
+
+/*
  * rg_replan
  *		Parse, analyse, rewrite and plan again the statement "old" planned
  *		from "source", with the types of "params" for its parameters, and
@@ -131,22 +167,13 @@ PlannedStmt *
 rg_replan(const char *source, const PlannedStmt *old, ParamListInfo params,
 		  QueryEnvironment *queryEnv, int cursor_options)
 {
-	RawStmt    *raw = NULL;
-	ListCell   *lc;
+	RawStmt    *raw;
 	Oid		   *types = NULL;
 	int			ntypes = 0;
 	List	   *plans;
 	PlannedStmt *stmt;
 
-	/* the statement's own text, among those of its query string */
-	foreach(lc, pg_parse_query(source))
-	{
-		if (lfirst_node(RawStmt, lc)->stmt_location == old->stmt_location)
-		{
-			raw = lfirst_node(RawStmt, lc);
-			break;
-		}
-	}
+	raw = rg_replan_raw(source, old);
 	if (raw == NULL)
 		rg_replan_refuse("Its text could not be found in its query string.");
 

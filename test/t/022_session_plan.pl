@@ -7,7 +7,8 @@
 # dropped concurrently, a table truncated by VACUUM, a new overload of a
 # function for a portal bound before another portal's gate and for
 # statements prepared before the gate (protocol-level and PREPARE, read
-# committed and repeatable read).  Each change is
+# committed and repeatable read, and PREPARE executed through the
+# protocol).  Each change is
 # committed on the primary while the standby's replay is paused, then the
 # read starts and waits, then replay resumes: the read must return what
 # the primary returns, through the simple and the extended protocol, in
@@ -43,6 +44,8 @@ CREATE FUNCTION answer() RETURNS int LANGUAGE sql AS 'SELECT 1';
 CREATE FUNCTION pick(numeric) RETURNS int LANGUAGE sql AS 'SELECT 1';
 CREATE FUNCTION choose(numeric) RETURNS int LANGUAGE sql AS 'SELECT 1';
 CREATE FUNCTION elect(numeric) RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION vote(numeric) RETURNS int LANGUAGE sql AS 'SELECT 1';
+CREATE FUNCTION poll(numeric) RETURNS int LANGUAGE sql AS 'SELECT 1';
 CREATE TABLE parted (v int) PARTITION BY RANGE (v);
 CREATE TABLE parted_1 PARTITION OF parted FOR VALUES FROM (0) TO (100);
 INSERT INTO parted VALUES (1);
@@ -236,6 +239,55 @@ with psycopg.connect(sys.argv[1], autocommit=True) as c:
 	is($out, $want,
 		"PREPARE while replay lagged, EXECUTE in REPEATABLE READ: what the primary returns ($want)")
 	  or diag("stderr: $err");
+}
+
+# A statement prepared by SQL PREPARE and executed through the protocol
+# (Bind of the named statement, as drivers do: libpq's PQexecPrepared):
+# its query string is the whole PREPARE command, and it must be planned
+# again as the query it prepared.  Any replayed catalog change (a database created, a temporary table created
+# in another database), a new overload of a function it calls (the new one
+# is called), and one that changes its result type (RG001).
+{
+	my $sql_prepared = sub {
+		my ($change, $prepare) = @_;
+		return read_during($change, undef,
+			cmd => sub {
+				my ($dsn) = @_;
+				return ('/usr/bin/python3', '-c', q{
+import sys, psycopg
+from psycopg.pq import ExecStatus
+with psycopg.connect(sys.argv[1], autocommit=True) as c:
+    c.execute(sys.argv[2])
+    r = c.pgconn.exec_prepared(b"s", [])
+    if r.status != ExecStatus.TUPLES_OK:
+        sys.exit(r.error_message.decode())
+    print("|".join(r.get_value(i, 0).decode() for i in range(r.ntuples)))
+}, $dsn, $prepare);
+			});
+	};
+	my ($out, $err) = $sql_prepared->(
+		join("\n", 'CREATE DATABASE other;', '\\c other', 'CREATE TEMP TABLE tmp (v int);'),
+		'PREPARE s AS SELECT count(*) FROM p;');
+	my $want = $primary->safe_psql('postgres', 'SELECT count(*) FROM p');
+	is($out, $want,
+		"PREPARE, then a database and a temporary table created: executed through the protocol, the right rows ($want)")
+	  or diag("stderr: $err");
+	is($err, '', 'and no error (RG001 before)');
+
+	($out, $err) = $sql_prepared->(
+		q{CREATE FUNCTION vote(int) RETURNS int LANGUAGE sql AS 'SELECT 2'},
+		'PREPARE s AS SELECT vote(1);');
+	$want = $primary->safe_psql('postgres', 'SELECT vote(1)');
+	is($out, $want,
+		"PREPARE, then a new overload: executed through the protocol, it calls the new one ($want)")
+	  or diag("stderr: $err");
+
+	($out, $err) = $sql_prepared->(
+		q{CREATE FUNCTION poll(int) RETURNS text LANGUAGE sql AS 'SELECT ''2'''},
+		'PREPARE s AS SELECT poll(1);');
+	like($err, qr/the statement changed while it waited for replay\n.*Its result columns changed/,
+		'PREPARE, then a new overload of another result type: RG001, its result columns changed')
+	  or diag("stdout: $out");
 }
 
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');
