@@ -33,6 +33,7 @@
 #include "postgres.h"
 
 #include "access/xact.h"
+#include "fmgr.h"
 #include "miscadmin.h"
 #include "storage/latch.h"
 #include "utils/guc.h"
@@ -48,6 +49,18 @@ static bool rg_pay_commit_wait = true;
 static int64 rg_commit_wait_until = 0;
 
 static uint32 rg_commit_wait_event = 0;
+
+PG_FUNCTION_INFO_V1(rg_commit_clock);
+
+/*
+ * commit_clock() returns bigint: the clock of the commit wait, which a
+ * standby's question worker compares with its own (proof.c).
+ */
+Datum
+rg_commit_clock(PG_FUNCTION_ARGS)
+{
+	PG_RETURN_INT64(rg_clock_us());
+}
 
 /*
  * rg_commit_wait_note

@@ -11,17 +11,32 @@
  *		age of the newest replayed answer also bounds the staleness of this
  *		standby (staleness.c).  src/README.md has the argument.
  *
- * The clocks.  The window is measured on this standby's monotonic clock,
- * the commit wait on the primary's: only the rates at which the two clocks
- * advance matter, not their offset.  The window is W shortened so that
- * rates differing by up to RG_PROOF_RATE_BOUND stay safe, and the question
- * worker checks that bound: each answer carries the primary's clock, and
- * between answers far enough apart (at least RG_PROOF_CLOCK_SPAN_US, and
- * for the round trips to leave less than half the bound uncertain), the
- * primary's clock must have advanced at a rate within the bound of this
- * standby's (the uncertainty counted against it).  Until that has held on
- * the current connection, and whenever it fails, answers serve no window
- * and bound no staleness; the check runs again at each such span.
+ * The clocks.  The window is measured on this standby's clock (rg_clock_us:
+ * CLOCK_BOOTTIME on Linux, which counts suspend), the commit wait on the
+ * primary's same clock: only the rates at which the two advance matter,
+ * not their offset.  The window is W shortened so that rates differing by
+ * up to RG_PROOF_RATE_BOUND stay safe, and the question worker checks that
+ * bound: each answer carries the primary's commit_clock(), and between
+ * answers far enough apart (at least RG_PROOF_CLOCK_SPAN_US, and for the
+ * round trips to leave less than half the bound uncertain), the primary's
+ * clock must have advanced at a rate within the bound of this standby's
+ * (the uncertainty counted against it).  Until that has held on the
+ * current connection, and whenever it fails, answers serve no window and
+ * bound no staleness; the check runs again at each such span.
+ *
+ * A clock that stops.  A clock stopped while the machine was paused (a
+ * virtual machine's, by its hypervisor) makes an old answer look young.
+ * Each read that would use an answer looks for what this standby can see
+ * of that: its wall clock stepped against rg_clock_us() since the answer
+ * (a clock corrected after a pause, by NTP or the hypervisor's agent), or
+ * a message its WAL receiver got from the primary sent later, on the
+ * primary's wall clock, than this standby's clock allows since the
+ * answer (the primary's clock did not stop).  Either drops the proof: no
+ * answer serves a window, and no verdict of the clock check counts, until
+ * a new answer has started a new check and it has held.  What a standby
+ * cannot see, a pause of the whole machine with its clocks, ended just
+ * before a read and before its WAL receiver has taken in anything the
+ * primary sent since, stays an assumption (src/README.md).
  *
  * Keeping proofs fresh.  While strong reads (or bounded-staleness reads)
  * happen, the worker asks every half window on its own, so that a read
@@ -35,14 +50,21 @@
 #include "storage/latch.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
+#include "utils/timestamp.h"
 
 #include "proof.h"
+#include "upstream.h"
 
 /*
- * How far apart the rates of the two clocks may be: real clocks, NTP
- * slewing included, stay within 0.1 %.
+ * How far apart the rates of the two clocks may be.  Clocks drift by less
+ * than 0.01 %; ntpd slews them by at most 0.05 %, chrony by up to its
+ * maxslewrate (8.3 % by default) while it corrects a large offset: the
+ * check then fails and strong reads ask, until the correction ends.
  */
 #define RG_PROOF_RATE_BOUND		0.01
+
+/* A step of this standby's wall clock that drops the proofs (us). */
+#define RG_PROOF_STEP_US		1000
 
 /*
  * Clocks are compared over at least this long, and longer while the round
@@ -67,9 +89,12 @@ typedef struct RgProofShared
 	int			commit_wait_ms; /* the primary's, -1: not connected */
 	int64		window_us;		/* how long an answer covers paying commits */
 	bool		clock_ok;		/* the clock check holds on this connection */
-	int64		asked;			/* monotonic us the newest answer was asked, 0: none */
+	bool		clock_reset;	/* a read saw this clock stop: check anew */
+	int64		asked;			/* rg_clock_us the newest answer was asked, 0: none */
 	RgTarget	answer;			/* that answer */
-	int64		demand;			/* monotonic us of the last read that wanted one */
+	RgAnswerClocks clocks;		/* what it said of the primary */
+	int64		wall_offset;	/* this wall clock - rg_clock_us when it came */
+	int64		demand;			/* rg_clock_us of the last read that wanted one */
 } RgProofShared;
 
 static RgProofShared *rg_proof = NULL;
@@ -139,6 +164,7 @@ rg_proof_connected(int commit_wait_ms)
 								   (1 - RG_PROOF_RATE_BOUND) /
 								   (1 + RG_PROOF_RATE_BOUND));
 	rg_proof->clock_ok = false;
+	rg_proof->clock_reset = false;
 	rg_proof->asked = 0;
 	SpinLockRelease(&rg_proof->mutex);
 }
@@ -229,19 +255,54 @@ rg_proof_clock_check(int64 asked, int64 received, int64 primary)
 }
 
 /*
+ * rg_proof_wall_offset
+ *		This standby's wall clock minus rg_clock_us(), read close together
+ *		(again if something ran in between): it moves only when the wall
+ *		clock is stepped.
+ */
+static int64
+rg_proof_wall_offset(void)
+{
+	int64		before;
+	int64		after;
+	TimestampTz wall;
+
+	for (int attempt = 0;; attempt++)
+	{
+		before = rg_clock_us();
+		wall = GetCurrentTimestamp();
+		after = rg_clock_us();
+		if (after - before <= RG_PROOF_STEP_US / 10 || attempt == 3)
+			return wall - (before + after) / 2;
+	}
+}
+
+/*
  * rg_proof_answered
- *		In the worker: the question asked at "asked" (monotonic us) got
- *		"answer", received at "received", with the primary's clock
- *		"primary" (us since the epoch).
+ *		In the worker: the question asked at "asked" (rg_clock_us) got
+ *		"answer", received at "received", with what it said of the
+ *		primary's clocks and commit wait.  After a read saw this clock
+ *		stop, the clock check starts again from this answer.
  */
 void
 rg_proof_answered(const RgTarget *answer, int64 asked, int64 received,
-				  int64 primary)
+				  const RgAnswerClocks *clocks)
 {
-	rg_proof_clock_check(asked, received, primary);
+	int64		wall_offset = rg_proof_wall_offset();
+	bool		reset;
+
+	SpinLockAcquire(&rg_proof->mutex);
+	reset = rg_proof->clock_reset;
+	rg_proof->clock_reset = false;
+	SpinLockRelease(&rg_proof->mutex);
+	if (reset)
+		rg_proof_clock.asked = 0;
+	rg_proof_clock_check(asked, received, clocks->commit_clock);
 	SpinLockAcquire(&rg_proof->mutex);
 	rg_proof->answer = *answer;
 	rg_proof->asked = asked;
+	rg_proof->clocks = *clocks;
+	rg_proof->wall_offset = wall_offset;
 	SpinLockRelease(&rg_proof->mutex);
 }
 
@@ -286,29 +347,110 @@ rg_proof_note_demand(int64 now)
 }
 
 /*
+ * rg_proof_primary_sent
+ *		The send time, on the primary's wall clock, of the last message the
+ *		WAL receiver got, if it streams from the primary (a standby it
+ *		cascades from has a clock of its own); else 0.
+ */
+static TimestampTz
+rg_proof_primary_sent(void)
+{
+	RgReceiver	rcv;
+	TimestampTz since;
+	int64		unflushed_us;
+
+	rg_upstream_read_receiver(&rcv);
+	if (!rcv.streaming || rcv.sent_time == 0 ||
+		!rg_upstream_is_primary(&rcv.connection, &since, &unflushed_us) ||
+		rcv.sent_time < since)
+		return 0;
+	return rcv.sent_time;
+}
+
+/*
+ * rg_proof_still
+ *		With the mutex held, for a read at "now": does the newest answer
+ *		still prove anything?  Not without one, nor while the clock check
+ *		does not hold, nor once this standby's clock is seen to have
+ *		stopped since it came (file header): its wall clock stepped
+ *		("wall_offset" moved), or the primary sent a message later than
+ *		its clock can have read by now ("sent").  That ends the check's
+ *		verdict until a new check has held, and sets *lost to how far
+ *		behind this clock was found (us); the worker is to ask at once
+ *		(*wake).
+ */
+static bool
+rg_proof_still(int64 now, int64 wall_offset, TimestampTz sent,
+			   int64 *lost, Latch **wake)
+{
+	int64		stepped;
+	int64		ahead = 0;
+
+	if (rg_proof->asked == 0 || !rg_proof->clock_ok)
+		return false;
+	stepped = wall_offset - rg_proof->wall_offset;
+	if (stepped < 0)
+		stepped = -stepped;
+	if (sent != 0)
+		ahead = sent - rg_proof->clocks.wall -
+			(int64) ((now - rg_proof->asked) * (1 + RG_PROOF_RATE_BOUND));
+	if (stepped <= RG_PROOF_STEP_US && ahead <= RG_PROOF_STEP_US)
+		return true;
+	*lost = Max(stepped, ahead);
+	rg_proof->clock_ok = false;
+	rg_proof->clock_reset = true;
+	*wake = rg_proof->worker_latch;
+	return false;
+}
+
+/*
+ * rg_proof_stopped_log
+ *		Say, once per time it is seen, that this standby's clock stopped.
+ */
+static void
+rg_proof_stopped_log(int64 lost)
+{
+	ereport(LOG,
+			(errmsg("replica_gate: this standby's clock stopped or was stepped since the primary's last answer"),
+			 errdetail("It fell %.3f ms behind the primary's.  Strong reads ask the primary until the clocks have been checked again.",
+					   lost / 1000.0),
+			 errhidestmt(true)));
+}
+
+/*
  * rg_proof_use
  *		For a strong read beginning now: the newest answer, if its window
- *		still covers now (the primary's commit wait, the clock check held).
+ *		still covers now (the primary's commits pay the commit wait, the
+ *		clock check held, this clock did not stop).
  */
 bool
 rg_proof_use(RgTarget *answer)
 {
+	TimestampTz sent = rg_proof_primary_sent();
+	int64		wall_offset = rg_proof_wall_offset();
 	int64		now = rg_clock_us();
 	bool		covered;
-	Latch	   *wake;
+	int64		lost = 0;
+	Latch	   *stopped = NULL;
+	Latch	   *wake = NULL;
 
 	if (rg_proof == NULL)
 		return false;
 	SpinLockAcquire(&rg_proof->mutex);
-	covered = rg_proof->asked != 0 && rg_proof->clock_ok &&
-		now - rg_proof->asked <= rg_proof->window_us;
+	covered = rg_proof_still(now, wall_offset, sent, &lost, &stopped) &&
+		rg_proof->clocks.paying && now - rg_proof->asked <= rg_proof->window_us;
 	if (covered)
 		*answer = rg_proof->answer;
 	/* without a commit wait, fresh answers would serve no strong read */
-	wake = rg_proof->window_us > 0 ? rg_proof_note_demand(now) : NULL;
+	if (rg_proof->window_us > 0)
+		wake = rg_proof_note_demand(now);
 	SpinLockRelease(&rg_proof->mutex);
+	if (stopped != NULL)
+		wake = stopped;
 	if (wake != NULL)
 		SetLatch(wake);
+	if (stopped != NULL)
+		rg_proof_stopped_log(lost);
 	return covered;
 }
 
@@ -317,28 +459,38 @@ rg_proof_use(RgTarget *answer)
  *		How long ago the newest answer was asked, if this standby at
  *		"position" on timeline "tli" has replayed it: this standby then has
  *		every commit acknowledged that long ago (a staleness bound that
- *		needs no clock but its own, while its rate is checked).  False if
- *		there is none, it is not replayed yet, or the clock check does not
- *		hold.  "want": a gate waits on the bound, so the worker
- *		should keep answers fresh (a monitoring call does not ask that).
+ *		needs no clock but its own, while its rate is checked and it did
+ *		not stop).  False if there is none, it is not replayed yet, or the
+ *		clock check does not hold.  "want": a gate waits on the bound, so
+ *		the worker should keep answers fresh (a monitoring call does not
+ *		ask that).
  */
 bool
 rg_proof_age_us(XLogRecPtr position, TimeLineID tli, bool want, int64 *us)
 {
+	TimestampTz sent = rg_proof_primary_sent();
+	int64		wall_offset = rg_proof_wall_offset();
 	int64		now = rg_clock_us();
 	bool		known;
-	Latch	   *wake;
+	int64		lost = 0;
+	Latch	   *stopped = NULL;
+	Latch	   *wake = NULL;
 
 	if (rg_proof == NULL)
 		return false;
 	SpinLockAcquire(&rg_proof->mutex);
-	known = rg_proof->asked != 0 && rg_proof->clock_ok &&
+	known = rg_proof_still(now, wall_offset, sent, &lost, &stopped) &&
 		rg_proof->answer.tli == tli && position >= rg_proof->answer.lsn;
 	/* measured on this clock, whose rate may be off by the bound */
 	*us = (int64) ((now - rg_proof->asked) * (1 + RG_PROOF_RATE_BOUND));
-	wake = want ? rg_proof_note_demand(now) : NULL;
+	if (want)
+		wake = rg_proof_note_demand(now);
 	SpinLockRelease(&rg_proof->mutex);
+	if (stopped != NULL)
+		wake = stopped;
 	if (wake != NULL)
 		SetLatch(wake);
+	if (stopped != NULL)
+		rg_proof_stopped_log(lost);
 	return known;
 }

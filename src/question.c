@@ -27,8 +27,9 @@
  * An answer on a timeline older than the one this standby follows comes
  * from a former primary (or another server of a multi-host
  * primary_conninfo) and fails the question; a newer timeline is checked by
- * the gate, like any token's.  Each answer also carries the primary's clock,
- * for proof.c's check of the clocks' rates.
+ * the gate, like any token's.  Each answer also carries the primary's
+ * clocks, for proof.c's check of the clocks' rates and of this standby's
+ * clock stopping, and whether its sessions pay the commit wait by default.
  *
  * Without a question.  A backend first looks whether a recent answer still
  * covers its read (proof.c): then it takes that answer and asks nothing.
@@ -89,12 +90,23 @@
  */
 #define RG_QUESTION_CHECK_SQL \
 	"SELECT system_identifier::pg_catalog.text," \
-	" (SELECT setting FROM pg_catalog.pg_settings WHERE name = 'replica_gate.commit_wait')" \
+	" (SELECT setting FROM pg_catalog.pg_settings WHERE name = 'replica_gate.commit_wait')," \
+	" pg_catalog.to_regprocedure('replica_gate.commit_clock()') IS NOT NULL" \
 	" FROM pg_catalog.pg_control_system() WHERE NOT pg_catalog.pg_is_in_recovery()"
 #define RG_QUESTION_NAME "replica_gate_question"
-#define RG_QUESTION_PREPARE_SQL \
-	"PREPARE " RG_QUESTION_NAME " AS SELECT replica_gate.primary_token()," \
-	" (extract(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::pg_catalog.int8"
+/*
+ * The position, the clock of the primary's commit wait (where its extension
+ * predates commit_clock(), its wall clock: enough for the staleness bound,
+ * not for the commit wait), its wall clock, and whether its sessions pay the
+ * commit wait by default (a reload may change that).
+ */
+#define RG_QUESTION_WALL \
+	"(extract(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::pg_catalog.int8"
+#define RG_QUESTION_PREPARE_SQL(clock) \
+	"PREPARE " RG_QUESTION_NAME " AS SELECT replica_gate.primary_token(), " clock "," \
+	" " RG_QUESTION_WALL "," \
+	" pg_catalog.current_setting('replica_gate.pay_commit_wait', true)"
+#define RG_QUESTION_CLOCK "replica_gate.commit_clock()"
 
 /* The connection's state, as status() shows it. */
 typedef enum RgQuestionConn
@@ -142,6 +154,7 @@ static struct
 {
 	PGconn	   *conn;			/* NULL: not open */
 	bool		prepared;		/* the question is prepared on it */
+	bool		has_clock;		/* the primary has commit_clock() */
 	pid_t		receiver;		/* the WAL receiver it is opened for */
 	char	   *settings;		/* primary_conninfo, replica_gate's, likewise */
 	TimestampTz retry_after;	/* no new attempt before then */
@@ -399,7 +412,7 @@ rg_question_check_server(PGconn *conn, TimestampTz deadline,
 	res = rg_question_result(conn,
 							 rg_remote_query(conn, RG_QUESTION_CHECK_SQL, deadline,
 											 RG_QUESTION_WORKER_EVENT),
-							 PGRES_TUPLES_OK, 2, why);
+							 PGRES_TUPLES_OK, 3, why);
 	if (res == NULL)
 		return false;
 	snprintf(sysid, sizeof(sysid), UINT64_FORMAT, GetSystemIdentifier());
@@ -420,7 +433,17 @@ rg_question_check_server(PGconn *conn, TimestampTz deadline,
 	else
 	{
 		/* no such setting: the primary does not preload the library */
-		rg_proof_connected(PQgetisnull(res, 0, 1) ? 0 : atoi(PQgetvalue(res, 0, 1)));
+		int			commit_wait = PQgetisnull(res, 0, 1) ? 0 : atoi(PQgetvalue(res, 0, 1));
+
+		rg_worker.has_clock = (strcmp(PQgetvalue(res, 0, 2), "t") == 0);
+		if (commit_wait > 0 && !rg_worker.has_clock)
+		{
+			ereport(LOG,
+					(errmsg("replica_gate on the primary predates commit_clock(): strong reads on this standby ask the primary every time"),
+					 errhint("Run ALTER EXTENSION replica_gate UPDATE on the primary, in the database the question connects to.")));
+			commit_wait = 0;
+		}
+		rg_proof_connected(commit_wait);
 		ok = true;
 	}
 	PQclear(res);
@@ -529,12 +552,12 @@ rg_question_timeline(void)
 /*
  * rg_question_put
  *		Ask the primary on the open connection, preparing the question the
- *		first time; true with *answer and the primary's clock (us since the
- *		epoch), or false with rg_worker.why (logged), the connection then
+ *		first time; true with *answer and what it says of the primary's
+ *		clocks, or false with rg_worker.why (logged), the connection then
  *		being unusable.
  */
 static bool
-rg_question_put(TimestampTz deadline, RgTarget *answer, int64 *primary_clock)
+rg_question_put(TimestampTz deadline, RgTarget *answer, RgAnswerClocks *clocks)
 {
 	RgQuestionFailure *why = &rg_worker.why;
 	PGresult   *res;
@@ -543,7 +566,10 @@ rg_question_put(TimestampTz deadline, RgTarget *answer, int64 *primary_clock)
 	if (!rg_worker.prepared)
 	{
 		res = rg_question_result(rg_worker.conn,
-								 rg_remote_query(rg_worker.conn, RG_QUESTION_PREPARE_SQL,
+								 rg_remote_query(rg_worker.conn,
+												 rg_worker.has_clock ?
+												 RG_QUESTION_PREPARE_SQL(RG_QUESTION_CLOCK) :
+												 RG_QUESTION_PREPARE_SQL(RG_QUESTION_WALL),
 												 deadline, RG_QUESTION_WORKER_EVENT),
 								 PGRES_COMMAND_OK, 0, why);
 		if (res == NULL)
@@ -554,10 +580,11 @@ rg_question_put(TimestampTz deadline, RgTarget *answer, int64 *primary_clock)
 	res = rg_question_result(rg_worker.conn,
 							 rg_remote_execute(rg_worker.conn, RG_QUESTION_NAME,
 											   deadline, RG_QUESTION_WORKER_EVENT),
-							 PGRES_TUPLES_OK, 2, why);
+							 PGRES_TUPLES_OK, 4, why);
 	if (res == NULL)
 		return false;
-	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0) || PQgetisnull(res, 0, 1))
+	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0) || PQgetisnull(res, 0, 1) ||
+		PQgetisnull(res, 0, 2))
 	{
 		*why = RG_QUESTION_REFUSED;
 		ereport(rg_question_log_level(*why),
@@ -582,7 +609,12 @@ rg_question_put(TimestampTz deadline, RgTarget *answer, int64 *primary_clock)
 	else
 	{
 		rg_question_logged = -1;
-		*primary_clock = (int64) strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+		clocks->commit_clock = (int64) strtoll(PQgetvalue(res, 0, 1), NULL, 10);
+		/* us since the Unix epoch, as a TimestampTz */
+		clocks->wall = (TimestampTz) strtoll(PQgetvalue(res, 0, 2), NULL, 10) -
+			(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+		clocks->paying = !PQgetisnull(res, 0, 3) &&
+			strcmp(PQgetvalue(res, 0, 3), "on") == 0;
 		ok = true;
 	}
 	PQclear(res);
@@ -621,7 +653,7 @@ rg_question_answer(void)
 	TimestampTz start = GetCurrentTimestamp();
 	RgTarget	answer;
 	int64		asked = 0;
-	int64		primary_clock;
+	RgAnswerClocks clocks;
 	bool		ok = false;
 
 	for (int attempt = 0; attempt < 2 && !ok; attempt++)
@@ -633,7 +665,7 @@ rg_question_answer(void)
 		if (!rg_question_open(deadline))
 			break;
 		asked = rg_clock_us();
-		ok = rg_question_put(deadline, &answer, &primary_clock);
+		ok = rg_question_put(deadline, &answer, &clocks);
 		if (!ok)
 		{
 			rg_question_close();
@@ -643,7 +675,7 @@ rg_question_answer(void)
 	}
 	rg_stats_question(ok, GetCurrentTimestamp() - start);
 	if (ok)
-		rg_proof_answered(&answer, asked, rg_clock_us(), primary_clock);
+		rg_proof_answered(&answer, asked, rg_clock_us(), &clocks);
 	rg_question_end(ok ? &answer : NULL, rg_worker.why);
 }
 

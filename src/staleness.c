@@ -62,52 +62,6 @@ PG_FUNCTION_INFO_V1(rg_status);
 
 static uint32 rg_fresh_event = 0;
 
-/* What the WAL receiver knows, read at once under its spinlock. */
-typedef struct RgReceiver
-{
-	bool		streaming;
-	XLogRecPtr	received;		/* flushed to disk here */
-	XLogRecPtr	wal_end;		/* sender's WAL end in its last message */
-	TimestampTz sent_time;		/* when the sender sent that (its clock) */
-	RgUpstreamKey connection;	/* the WAL receiver's connection */
-} RgReceiver;
-
-/*
- * rg_read_receiver
- *		Read what the WAL receiver knows.
- *
- * A starting walreceiver marks itself streaming and stamps its message
- * times with this server's clock before it has connected (13 to 18), so
- * until a message has arrived on the current connection both times are the
- * same value and nothing is known: not streaming, no send time.  A message
- * from the primary carries its send time, never equal to the receipt time
- * to the microsecond except by a coincidence that only makes the bound
- * unknown for one message.
- */
-static void
-rg_read_receiver(RgReceiver *rcv)
-{
-	WalRcvData *walrcv = WalRcv;
-	TimestampTz receipt_time;
-
-	SpinLockAcquire(&walrcv->mutex);
-	rcv->streaming = (walrcv->walRcvState == WALRCV_STREAMING);
-	rcv->received = walrcv->flushedUpto;
-	rcv->wal_end = walrcv->latestWalEnd;
-	rcv->sent_time = walrcv->lastMsgSendTime;
-	receipt_time = walrcv->lastMsgReceiptTime;
-	rcv->connection.pid = walrcv->pid;
-	rcv->connection.started = walrcv->startTime;
-	rcv->connection.tli = walrcv->receiveStartTLI;
-	SpinLockRelease(&walrcv->mutex);
-
-	if (rcv->sent_time == receipt_time)
-	{
-		rcv->streaming = false;
-		rcv->sent_time = 0;
-	}
-}
-
 /*
  * rg_stream_staleness_us
  *		The bound from what the WAL receiver knows; false when it cannot be
@@ -125,7 +79,7 @@ rg_stream_staleness_us(int64 *us)
 	TimestampTz primary_since;
 	int64		unflushed_us;
 
-	rg_read_receiver(&rcv);
+	rg_upstream_read_receiver(&rcv);
 	if (!rcv.streaming || rcv.sent_time == 0 ||
 		!rg_upstream_is_primary(&rcv.connection, &primary_since, &unflushed_us) ||
 		rcv.sent_time < primary_since)
@@ -391,7 +345,7 @@ rg_status(PG_FUNCTION_ARGS)
 		TimeLineID	tli;
 		XLogRecPtr	replay = GetXLogReplayRecPtr(&tli);
 
-		rg_read_receiver(&rcv);
+		rg_upstream_read_receiver(&rcv);
 		values[0] = CStringGetTextDatum("standby");
 		values[1] = LSNGetDatum(replay);
 		values[2] = LSNGetDatum(rcv.received);

@@ -129,6 +129,42 @@ rg_upstream_same_key(const RgUpstreamKey *a, const RgUpstreamKey *b)
 }
 
 /*
+ * rg_upstream_read_receiver
+ *		Read what the WAL receiver knows.
+ *
+ * A starting walreceiver marks itself streaming and stamps its message
+ * times with this server's clock before it has connected (13 to 18), so
+ * until a message has arrived on the current connection both times are the
+ * same value and nothing is known: not streaming, no send time.  A message
+ * from the primary carries its send time, never equal to the receipt time
+ * to the microsecond except by a coincidence that only makes the bound
+ * unknown for one message.
+ */
+void
+rg_upstream_read_receiver(RgReceiver *rcv)
+{
+	WalRcvData *walrcv = WalRcv;
+	TimestampTz receipt_time;
+
+	SpinLockAcquire(&walrcv->mutex);
+	rcv->streaming = (walrcv->walRcvState == WALRCV_STREAMING);
+	rcv->received = walrcv->flushedUpto;
+	rcv->wal_end = walrcv->latestWalEnd;
+	rcv->sent_time = walrcv->lastMsgSendTime;
+	receipt_time = walrcv->lastMsgReceiptTime;
+	rcv->connection.pid = walrcv->pid;
+	rcv->connection.started = walrcv->startTime;
+	rcv->connection.tli = walrcv->receiveStartTLI;
+	SpinLockRelease(&walrcv->mutex);
+
+	if (rcv->sent_time == receipt_time)
+	{
+		rcv->streaming = false;
+		rcv->sent_time = 0;
+	}
+}
+
+/*
  * rg_upstream_is_primary
  *		Is the sender of WAL receiver connection "key" the primary?  False
  *		until the question worker has found out (this call asks it to), and

@@ -23,6 +23,17 @@ typedef struct RgUpstreamKey
 	TimeLineID	tli;
 } RgUpstreamKey;
 
+/* What the WAL receiver knows, read at once under its spinlock. */
+typedef struct RgReceiver
+{
+	bool		streaming;
+	XLogRecPtr	received;		/* flushed to disk here */
+	XLogRecPtr	wal_end;		/* sender's WAL end in its last message */
+	TimestampTz sent_time;		/* when the sender sent that (its clock) */
+	RgUpstreamKey connection;	/* the WAL receiver's connection */
+} RgReceiver;
+
+extern void rg_upstream_read_receiver(RgReceiver *rcv);
 extern Size rg_upstream_shmem_size(void);
 extern void rg_upstream_shmem_init(void);
 extern bool rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,

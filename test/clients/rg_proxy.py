@@ -1,26 +1,71 @@
 #!/usr/bin/env python3
-"""A proxy between clients and a PostgreSQL server, on Unix sockets, that
-holds the server's replies while a file exists: replica_gate's question
-worker reaches the primary through it (replica_gate.primary_conninfo), so
-that a test decides when the answer to a question arrives, after the
-primary computed it.
+"""A proxy between clients and a PostgreSQL server, on Unix sockets:
+replica_gate's question worker reaches the primary through it
+(replica_gate.primary_conninfo), so that a test decides when the answer
+to a question arrives, after the primary computed it, or what the
+primary's clock looks like to the standby.
 
-Usage: rg_proxy.py LISTEN_SOCKET SERVER_SOCKET HOLD_FILE
+Usage: rg_proxy.py LISTEN_SOCKET SERVER_SOCKET HOLD_FILE [CLOCK_RATE]
+  HOLD_FILE:  the server's replies are held while this file exists;
+  CLOCK_RATE: the primary's commit_clock() in each answer of the
+              question (a row of four columns whose first is a token)
+              is made to advance at this rate (2: twice as fast), from
+              the first answer on.
 Prints "listening" once it accepts connections.
 """
 import asyncio
 import os
+import re
+import struct
 import sys
 
 listen, server, hold = sys.argv[1:4]
+rate = float(sys.argv[4]) if len(sys.argv) > 4 else 1.0
+origin = None
+TOKEN = re.compile(rb"^[0-9]+:[0-9A-F]+/[0-9A-F]+$")
+
+
+def scaled(message):
+    """A DataRow of the question with its clock scaled; others as they are."""
+    global origin
+    if message[0:1] != b"D" or struct.unpack("!h", message[5:7])[0] != 4:
+        return message
+    columns, offset = [], 7
+    for _ in range(4):
+        size = struct.unpack("!i", message[offset:offset + 4])[0]
+        offset += 4
+        columns.append(None if size < 0 else message[offset:offset + size])
+        offset += max(size, 0)
+    if columns[0] is None or not TOKEN.match(columns[0]) or columns[1] is None:
+        return message
+    clock = int(columns[1])
+    if origin is None:
+        origin = clock
+    columns[1] = str(int(origin + (clock - origin) * rate)).encode()
+    body = struct.pack("!h", 4) + b"".join(
+        struct.pack("!i", -1) if c is None else struct.pack("!i", len(c)) + c
+        for c in columns)
+    return b"D" + struct.pack("!i", len(body) + 4) + body
 
 
 async def pipe(reader, writer, held):
     """Copy one direction until it closes; hold what it copies while the
-    hold file exists, if "held"."""
+    hold file exists, and scale the question's clock, if "held" (the
+    server's direction: messages from the first byte on, since a Unix
+    socket carries no SSL or GSS negotiation)."""
+    pending = b""
     while data := await reader.read(65536):
         while held and os.path.exists(hold):
             await asyncio.sleep(0.005)
+        if held and rate != 1.0:
+            pending += data
+            data = b""
+            while len(pending) >= 5:
+                size = struct.unpack("!i", pending[1:5])[0]
+                if len(pending) < 1 + size:
+                    break
+                data += scaled(pending[:1 + size])
+                pending = pending[1 + size:]
         writer.write(data)
         await writer.drain()
     writer.close()

@@ -11,11 +11,15 @@
 #   - the answers stop (the primary's question backend frozen), a write is
 #     acknowledged, a strong read begins: its answer is too old, so it asks,
 #     and sees the write or fails with RG001, never returns the old value;
-#   - a standby whose clock runs at half speed (libfaketime): the clock
-#     check fails, no strong read is served locally, and the frozen case
+#   - a standby that sees the primary's commit clock run twice as fast as
+#     its own (its question connection passes through a proxy that scales
+#     the clock in each answer, as a primary whose clock ran fast would
+#     send it): the clock check fails, no strong read is served locally
+#     (a build that ignores the check serves them), and the frozen case
 #     above still never returns the old value;
 #   - commits of a session with replica_gate.pay_commit_wait = off do not
-#     wait; a procedure's commits wait once, at its end; the SQL of a
+#     wait; with it off for the whole primary, the standby serves no strong
+#     read without a question; a procedure's commits wait once, at its end; the SQL of a
 #     replication=database connection waits as a client backend's;
 #   - no message after a paying commit reaches the client before its wait
 #     (a procedure's error or notice after its COMMIT, a cancel by
@@ -37,9 +41,6 @@ use RgTest;
 use Test::More;
 use Time::HiRes qw(gettimeofday tv_interval usleep);
 
-my $faketime = '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1';
-plan skip_all => 'libfaketime is not installed' unless -f $faketime;
-
 my ($primary, $standby) = rg_primary_standby(
 	primary_conf => "autovacuum = off\nreplica_gate.commit_wait = '50ms'\n",
 	standby_conf => "recovery_min_apply_delay = '100ms'\n");
@@ -55,19 +56,23 @@ CREATE PROCEDURE bump(n int) LANGUAGE plpgsql AS
 });
 $primary->wait_for_catchup($standby->name, 'replay');
 
-# A second standby whose clock runs at half speed.
-$primary->backup('slow_base');
-my $slow = PostgreSQL::Test::Cluster->new('slow');
-$slow->init_from_backup($primary, 'slow_base', has_streaming => 1);
-# (no apply delay there: it compares the primary's commit times with this
-# server's clock, which falls behind)
-{
-	local $ENV{LD_PRELOAD} = $faketime;
-	local $ENV{FAKETIME} = '+0 x0.5';
-	local $ENV{FAKETIME_NO_CACHE} = '1';
-	$slow->start;
-}
-$primary->wait_for_catchup($slow->name, 'replay');
+# A second standby, which asks the primary through a proxy that makes the
+# primary's commit clock run twice as fast as it does.
+my $proxy_dir = PostgreSQL::Test::Utils::tempdir_short;
+my $proxy_out = '';
+my $proxy = IPC::Run::start(
+	[ '/usr/bin/python3', "$FindBin::RealBin/../clients/rg_proxy.py",
+	  "$proxy_dir/.s.PGSQL.5432", $primary->host . '/.s.PGSQL.' . $primary->port,
+	  "$proxy_dir/hold", 2 ],
+	'>', \$proxy_out, '2>', \my $proxy_err);
+$proxy->pump until $proxy_out =~ /listening/;
+$primary->backup('fast_base');
+my $fast = PostgreSQL::Test::Cluster->new('fastclock');
+$fast->init_from_backup($primary, 'fast_base', has_streaming => 1);
+$fast->append_conf('postgresql.conf',
+	"recovery_min_apply_delay = '100ms'\nreplica_gate.primary_conninfo = 'host=$proxy_dir port=5432'\n");
+$fast->start;
+$primary->wait_for_catchup($fast->name, 'replay');
 
 is($primary->safe_psql('postgres', 'SELECT commit_wait FROM replica_gate.status()'),
 	'00:00:00.05', 'the primary reports its commit wait');
@@ -226,16 +231,44 @@ sub frozen_answers
 }
 frozen_answers($standby, 'answers stopped');
 
-# --- a standby whose clock runs at half speed -------------------------------------
-($r, $strong, $local) = history($slow);
+# --- the primary's clock runs twice as fast ------------------------------------------
+# Its commits would wait half the time the standby counts on: the check
+# must see it in the answers and serve nothing locally.
+($r, $strong, $local) = history($fast);
 for my $kind (sort keys %$r)
 {
-	is($r->{$kind}[1], 0, "slow clock, $kind: no strong read missed a write")
+	is($r->{$kind}[1], 0, "fast primary clock, $kind: no strong read missed a write")
 	  or diag($r->{$kind}[2]);
 }
-cmp_ok($strong, '>', 20, "slow clock: strong reads ran ($strong)");
-is($local, 0, 'slow clock: the clock check fails, no strong read is served without a question');
-frozen_answers($slow, 'slow clock, answers stopped');
+cmp_ok($strong, '>', 20, "fast primary clock: strong reads ran ($strong)");
+is($local, 0,
+	'fast primary clock: the clock check fails, no strong read is served without a question');
+frozen_answers($fast, 'fast primary clock, answers stopped');
+
+# --- the primary's default stops paying -------------------------------------------
+# replica_gate.pay_commit_wait = off for the whole server leaves most
+# commits unpaid: the standby learns it from its next answers and serves no
+# strong read without a question until it is on again.
+sub local_after
+{
+	my ($node) = @_;
+	$node->safe_psql('postgres', 'SELECT replica_gate.stats_reset()');
+	for (1 .. 20)
+	{
+		$node->safe_psql('postgres', 'SELECT v FROM counter', extra_params => [ '-U', 'reader' ]);
+		usleep(20_000);
+	}
+	return $node->safe_psql('postgres', 'SELECT strong_reads_local FROM replica_gate.stats');
+}
+$primary->safe_psql('postgres', 'ALTER SYSTEM SET replica_gate.pay_commit_wait = off');
+$primary->reload;
+usleep(300_000);
+is(local_after($standby), 0,
+	'pay_commit_wait off on the primary: no strong read is served without a question');
+$primary->safe_psql('postgres', 'ALTER SYSTEM RESET replica_gate.pay_commit_wait');
+$primary->reload;
+usleep(300_000);
+cmp_ok(local_after($standby), '>', 0, 'on again: strong reads are served without a question');
 
 # --- bounded staleness ---------------------------------------------------------------
 sub bounded_read
@@ -258,4 +291,5 @@ like($err, qr/gate of the statement on a standby, for replica_gate.consistency =
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');
+$proxy->kill_kill;
 done_testing();
