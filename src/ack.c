@@ -19,7 +19,7 @@
  * also runs after the transaction has released its locks: nobody waits for
  * the committing session while it waits.
  *
- * The layer is installed at the end of a client session's transaction
+ * The layer is installed at the commit of a client session's transaction
  * (again, should another module have swapped PqCommMethods since), before
  * that transaction's own messages.  A session told to terminate while it
  * waits sends nothing more: the commit is never acknowledged.
@@ -83,14 +83,15 @@ rg_ack_putmessage_noblock(char msgtype, const char *s, size_t len)
 
 /*
  * rg_ack_xact_callback
- *		At the end of a client session's transaction, before its messages:
- *		make sure that its messages pass through this layer.
+ *		At the commit of a client session's transaction (a procedure's
+ *		included, and that of COMMIT PREPARED), before its messages: make
+ *		sure that its messages pass through this layer.
  */
 static void
 rg_ack_xact_callback(XactEvent event, void *arg)
 {
-	if ((event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT) ||
-		PqCommMethods == &rg_ack_methods || !rg_client_session())
+	if (event != XACT_EVENT_COMMIT || PqCommMethods == &rg_ack_methods ||
+		!rg_client_session())
 		return;
 	rg_ack_next = PqCommMethods;
 	rg_ack_methods = *PqCommMethods;
