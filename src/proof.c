@@ -356,15 +356,9 @@ static TimestampTz
 rg_proof_primary_sent(void)
 {
 	RgReceiver	rcv;
-	TimestampTz since;
 	int64		unflushed_us;
 
-	rg_upstream_read_receiver(&rcv);
-	if (!rcv.streaming || rcv.sent_time == 0 ||
-		!rg_upstream_is_primary(&rcv.connection, &since, &unflushed_us) ||
-		rcv.sent_time < since)
-		return 0;
-	return rcv.sent_time;
+	return rg_upstream_read_primary(&rcv, &unflushed_us) ? rcv.sent_time : 0;
 }
 
 /*

@@ -76,13 +76,9 @@ rg_stream_staleness_us(int64 *us)
 	TimestampTz now;
 	TimestampTz as_of;
 	TimestampTz last_commit;
-	TimestampTz primary_since;
 	int64		unflushed_us;
 
-	rg_upstream_read_receiver(&rcv);
-	if (!rcv.streaming || rcv.sent_time == 0 ||
-		!rg_upstream_is_primary(&rcv.connection, &primary_since, &unflushed_us) ||
-		rcv.sent_time < primary_since)
+	if (!rg_upstream_read_primary(&rcv, &unflushed_us))
 		return false;
 
 	now = GetCurrentTimestamp();

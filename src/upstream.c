@@ -165,6 +165,25 @@ rg_upstream_read_receiver(RgReceiver *rcv)
 }
 
 /*
+ * rg_upstream_read_primary
+ *		Read what the WAL receiver knows (rg_upstream_read_receiver), and
+ *		tell whether its last message came from the primary: it streams,
+ *		has heard from its sender, and that sender is known to have been
+ *		the primary when it sent the message; *unflushed_us as
+ *		rg_upstream_is_primary gives it.
+ */
+bool
+rg_upstream_read_primary(RgReceiver *rcv, int64 *unflushed_us)
+{
+	TimestampTz since;
+
+	rg_upstream_read_receiver(rcv);
+	return rcv->streaming && rcv->sent_time != 0 &&
+		rg_upstream_is_primary(&rcv->connection, &since, unflushed_us) &&
+		rcv->sent_time >= since;
+}
+
+/*
  * rg_upstream_is_primary
  *		Is the sender of WAL receiver connection "key" the primary?  False
  *		until the question worker has found out (this call asks it to), and

@@ -34,6 +34,7 @@ typedef struct RgReceiver
 } RgReceiver;
 
 extern void rg_upstream_read_receiver(RgReceiver *rcv);
+extern bool rg_upstream_read_primary(RgReceiver *rcv, int64 *unflushed_us);
 extern Size rg_upstream_shmem_size(void);
 extern void rg_upstream_shmem_init(void);
 extern bool rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,
