@@ -19,10 +19,13 @@
  * also runs after the transaction has released its locks: nobody waits for
  * the committing session while it waits.
  *
- * The layer is installed at the commit of a client session's transaction
- * (again, should another module have swapped PqCommMethods since), before
- * that transaction's own messages.  A session told to terminate while it
- * waits sends nothing more: the commit is never acknowledged.
+ * The layer is installed at the end of a client session's first
+ * transaction, before
+ * that transaction's own messages, and stays: a module that later swaps
+ * PqCommMethods must send through the methods it found (core swaps them
+ * only in parallel workers), or the commit wait is not paid.  A session
+ * told to terminate while it waits sends nothing more: the commit is never
+ * acknowledged.
  *
  *-------------------------------------------------------------------------
  */
@@ -30,13 +33,14 @@
 
 #include "access/xact.h"
 #include "libpq/libpq.h"
+#include "miscadmin.h"
 #include "tcop/dest.h"
 
 #include "ack.h"
 #include "commit_wait.h"
 #include "token.h"
 
-/* Our methods, and those they send through. */
+/* Our methods, and those they send through (NULL: not installed yet). */
 static PQcommMethods rg_ack_methods;
 static const PQcommMethods *rg_ack_next = NULL;
 
@@ -45,21 +49,31 @@ static bool rg_ack_silenced = false;
 
 /*
  * rg_ack_before_message
- *		Before a message leaves: wait out the commit wait owed, then report
- *		the token of the commits since the last message.  False if the
- *		message must not be sent.  Must not throw: it runs while errors
+ *		Before a message of type "msgtype" leaves: wait out the commit wait
+ *		owed, then report the token of the commits since the last message.
+ *		False if the message must not be sent.  A cancel that came during
+ *		the wait is dropped when the message ends the statement (the
+ *		commit is done), put back when the statement goes on (a notice
+ *		after a procedure's COMMIT).  Must not throw: it runs while errors
  *		are being reported too.
  */
 static bool
-rg_ack_before_message(void)
+rg_ack_before_message(char msgtype)
 {
+	bool		cancelled = false;
+
 	if (rg_ack_silenced)
 		return false;
-	if (!rg_commit_wait_pay())
+	if (!rg_commit_wait_pay(&cancelled))
 	{
 		rg_ack_silenced = true;
 		whereToSendOutput = DestNone;
 		return false;
+	}
+	if (cancelled && strchr("CEIZs", msgtype) == NULL)
+	{
+		QueryCancelPending = true;
+		InterruptPending = true;
 	}
 	/* sends through the methods again, with nothing owed */
 	rg_token_report();
@@ -69,7 +83,7 @@ rg_ack_before_message(void)
 static int
 rg_ack_putmessage(char msgtype, const char *s, size_t len)
 {
-	if (!rg_ack_before_message())
+	if (!rg_ack_before_message(msgtype))
 		return 0;
 	return rg_ack_next->putmessage(msgtype, s, len);
 }
@@ -77,26 +91,26 @@ rg_ack_putmessage(char msgtype, const char *s, size_t len)
 static void
 rg_ack_putmessage_noblock(char msgtype, const char *s, size_t len)
 {
-	if (rg_ack_before_message())
+	if (rg_ack_before_message(msgtype))
 		rg_ack_next->putmessage_noblock(msgtype, s, len);
 }
 
 /*
  * rg_ack_xact_callback
- *		At the commit of a client session's transaction (a procedure's
- *		included, and that of COMMIT PREPARED), before its messages: make
- *		sure that its messages pass through this layer.
+ *		At the end of a client session's first transaction, before its
+ *		messages, committed or not (COMMIT PREPARED may fail after its
+ *		commit): put this layer under the session's messages.
  */
 static void
 rg_ack_xact_callback(XactEvent event, void *arg)
 {
-	if (event != XACT_EVENT_COMMIT || PqCommMethods == &rg_ack_methods ||
-		!rg_client_session())
+	if ((event != XACT_EVENT_COMMIT && event != XACT_EVENT_ABORT) ||
+		rg_ack_next != NULL || !rg_client_session())
 		return;
-	rg_ack_next = PqCommMethods;
 	rg_ack_methods = *PqCommMethods;
 	rg_ack_methods.putmessage = rg_ack_putmessage;
 	rg_ack_methods.putmessage_noblock = rg_ack_putmessage_noblock;
+	rg_ack_next = PqCommMethods;
 	PqCommMethods = &rg_ack_methods;
 }
 

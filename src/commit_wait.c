@@ -83,10 +83,12 @@ rg_commit_wait_note(void)
  * rg_commit_wait_pay
  *		Wait out what the commits so far owe, without throwing.  False if
  *		the session was told to terminate (or the postmaster died) first:
- *		the commit must then never be acknowledged.
+ *		the commit must then never be acknowledged.  A cancel request that
+ *		arrives meanwhile is dropped, and *cancelled (if not NULL) says so:
+ *		the caller puts it back where a statement goes on after the wait.
  */
 bool
-rg_commit_wait_pay(void)
+rg_commit_wait_pay(bool *cancelled)
 {
 	if (rg_commit_wait_until == 0)
 		return true;
@@ -99,6 +101,8 @@ rg_commit_wait_pay(void)
 			break;
 		if (ProcDiePending)
 			return false;
+		if (QueryCancelPending && cancelled != NULL)
+			*cancelled = true;
 		QueryCancelPending = false;
 		/* a latch times out in whole milliseconds: sleep the rest */
 		if (left < 1000)
@@ -112,12 +116,26 @@ rg_commit_wait_pay(void)
 		ResetLatch(MyLatch);
 		if (rc & WL_POSTMASTER_DEATH)
 		{
+			/* ends the session at its next interrupt check */
 			ProcDiePending = true;
+			InterruptPending = true;
 			return false;
 		}
 	}
 	rg_commit_wait_until = 0;
 	return true;
+}
+
+/*
+ * rg_commit_wait_startup
+ *		In the postmaster, once shared memory exists: name the wait event
+ *		now (on 17 and later that takes a lock and may fail), not in the
+ *		middle of a commit or of an error report.
+ */
+void
+rg_commit_wait_startup(void)
+{
+	(void) RG_WAIT_EVENT(rg_commit_wait_event, "ReplicaGateCommitWait");
 }
 
 /*
@@ -144,7 +162,7 @@ rg_commit_wait_release_callback(ResourceReleasePhase phase, bool isCommit,
 {
 	if (phase == RESOURCE_RELEASE_AFTER_LOCKS && isCommit && isTopLevel &&
 		rg_commit_wait_until != 0 && !rg_client_session())
-		(void) rg_commit_wait_pay();
+		(void) rg_commit_wait_pay(NULL);
 }
 
 /*

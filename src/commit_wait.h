@@ -15,6 +15,7 @@ extern int	rg_commit_wait_ms;
 
 extern void rg_commit_wait_init(void);
 extern void rg_commit_wait_note(void);
-extern bool rg_commit_wait_pay(void);
+extern bool rg_commit_wait_pay(bool *cancelled);
+extern void rg_commit_wait_startup(void);
 
 #endif							/* RG_COMMIT_WAIT_H */

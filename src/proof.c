@@ -260,7 +260,7 @@ rg_proof_clock_check(int64 asked, int64 received, int64 primary)
  *		(again if something ran in between): it moves only when the wall
  *		clock is stepped.
  */
-static int64
+int64
 rg_proof_wall_offset(void)
 {
 	int64		before;
@@ -279,21 +279,27 @@ rg_proof_wall_offset(void)
 
 /*
  * rg_proof_answered
- *		In the worker: the question asked at "asked" (rg_clock_us) got
- *		"answer", received at "received", with what it said of the
- *		primary's clocks and commit wait.  After a read saw this clock
- *		stop, the clock check starts again from this answer.
+ *		In the worker: the question asked at "asked" (rg_clock_us, with
+ *		rg_proof_wall_offset() "asked_offset" then) got "answer", received
+ *		at "received", with what it said of the primary's clocks and commit
+ *		wait.  After a read saw this clock stop, or if the wall clock was
+ *		stepped while the question was out, the clock check starts again
+ *		from this answer.
  */
 void
-rg_proof_answered(const RgTarget *answer, int64 asked, int64 received,
-				  const RgAnswerClocks *clocks)
+rg_proof_answered(const RgTarget *answer, int64 asked, int64 asked_offset,
+				  int64 received, const RgAnswerClocks *clocks)
 {
 	int64		wall_offset = rg_proof_wall_offset();
 	bool		reset;
 
 	SpinLockAcquire(&rg_proof->mutex);
-	reset = rg_proof->clock_reset;
+	reset = rg_proof->clock_reset ||
+		wall_offset - asked_offset > RG_PROOF_STEP_US ||
+		asked_offset - wall_offset > RG_PROOF_STEP_US;
 	rg_proof->clock_reset = false;
+	if (reset)
+		rg_proof->clock_ok = false;
 	SpinLockRelease(&rg_proof->mutex);
 	if (reset)
 		rg_proof_clock.asked = 0;

@@ -27,8 +27,10 @@ extern void rg_proof_attach(Latch *worker);
 extern void rg_proof_connected(int commit_wait_ms);
 extern void rg_proof_forget(void);
 extern int	rg_proof_commit_wait_ms(void);
+extern int64 rg_proof_wall_offset(void);
 extern void rg_proof_answered(const RgTarget *answer, int64 asked,
-							  int64 received, const RgAnswerClocks *clocks);
+							  int64 asked_offset, int64 received,
+							  const RgAnswerClocks *clocks);
 extern int64 rg_proof_refresh_in(void);
 extern bool rg_proof_use(RgTarget *answer);
 extern bool rg_proof_age_us(XLogRecPtr position, TimeLineID tli, bool want,

@@ -440,7 +440,7 @@ rg_question_check_server(PGconn *conn, TimestampTz deadline,
 		{
 			ereport(LOG,
 					(errmsg("replica_gate on the primary predates commit_clock(): strong reads on this standby ask the primary every time"),
-					 errhint("Run ALTER EXTENSION replica_gate UPDATE on the primary, in the database the question connects to.")));
+					 errhint("Run ALTER EXTENSION replica_gate UPDATE on the primary, in the database the question connects to; it takes effect when the question connection opens again (end the primary's \"replica_gate question\" session with pg_terminate_backend(), or restart this standby).")));
 			commit_wait = 0;
 		}
 		rg_proof_connected(commit_wait);
@@ -653,6 +653,7 @@ rg_question_answer(void)
 	TimestampTz start = GetCurrentTimestamp();
 	RgTarget	answer;
 	int64		asked = 0;
+	int64		asked_offset = 0;
 	RgAnswerClocks clocks;
 	bool		ok = false;
 
@@ -664,6 +665,7 @@ rg_question_answer(void)
 
 		if (!rg_question_open(deadline))
 			break;
+		asked_offset = rg_proof_wall_offset();
 		asked = rg_clock_us();
 		ok = rg_question_put(deadline, &answer, &clocks);
 		if (!ok)
@@ -675,7 +677,7 @@ rg_question_answer(void)
 	}
 	rg_stats_question(ok, GetCurrentTimestamp() - start);
 	if (ok)
-		rg_proof_answered(&answer, asked, rg_clock_us(), &clocks);
+		rg_proof_answered(&answer, asked, asked_offset, rg_clock_us(), &clocks);
 	rg_question_end(ok ? &answer : NULL, rg_worker.why);
 }
 

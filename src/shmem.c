@@ -15,6 +15,7 @@
 #include "storage/lwlock.h"
 #include "storage/shmem.h"
 
+#include "commit_wait.h"
 #include "proof.h"
 #include "question.h"
 #include "shmem.h"
@@ -67,6 +68,8 @@ rg_shmem_startup(void)
 	rg_question_shmem_init();
 	rg_proof_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
+	if (!IsUnderPostmaster)
+		rg_commit_wait_startup();
 }
 
 /*
