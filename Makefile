@@ -18,6 +18,7 @@ OBJS = \
 	src/replica_gate.o \
 	src/session.o \
 	src/set_gate.o \
+	src/settings.o \
 	src/shmem.o \
 	src/staleness.o \
 	src/stats.o \

@@ -31,6 +31,7 @@
 
 #include "gate.h"
 #include "question.h"
+#include "settings.h"
 #include "stats.h"
 #include "target.h"
 #include "wait.h"
