@@ -9,7 +9,9 @@
  * it calls no other file of replica_gate, so that every file can read the
  * settings without depending on the entry point (replica_gate.c), which
  * calls rg_settings_init() first.  Settings that one module alone reads
- * are defined by that module's init function.
+ * are defined by that module's init function; where the library is not
+ * preloaded, this file also defines replica_gate.commit_wait, with no
+ * effect (commit_wait.c defines it where it has one).
  *
  *-------------------------------------------------------------------------
  */
@@ -30,6 +32,54 @@ static char *rg_version_guc = NULL;
 int			rg_max_timeout = 60000;
 double		rg_poll_interval = 0.5;
 char	   *rg_primary_conninfo = NULL;	/* read by question.c */
+
+/*
+ * replica_gate.commit_wait where the library is not preloaded: a value from
+ * the configuration file, kept and shown, with no effect.
+ */
+static int	rg_commit_wait_unloaded = 0;
+
+/*
+ * rg_commit_wait_unloaded_show
+ *		SHOW replica_gate.commit_wait where the library is not preloaded: the
+ *		value, and that it is not in effect.
+ */
+static const char *
+rg_commit_wait_unloaded_show(void)
+{
+	static char buf[128];
+
+	snprintf(buf, sizeof(buf),
+			 "%dms (not in effect: replica_gate is not in shared_preload_libraries)",
+			 rg_commit_wait_unloaded);
+	return buf;
+}
+
+/*
+ * rg_define_commit_wait_unloaded
+ *		Where the library is loaded by a session of a server that does not
+ *		preload it, define replica_gate.commit_wait with no effect, so that
+ *		a value in the configuration file (doc/setup.md puts one there) is
+ *		not a placeholder that reserving the prefix removes with a WARNING
+ *		in every such session.  The commit wait itself exists only where the
+ *		library is preloaded (commit_wait.c defines the setting there).
+ *		Hidden from pg_settings (GUC_NO_SHOW_ALL): a standby's question
+ *		reads it there, and must find no commit wait on such a primary (it
+ *		then asks for every strong read: fail closed).  SHOW says that it
+ *		is not in effect, as status() does (preloaded false, commit_wait 0).
+ */
+static void
+rg_define_commit_wait_unloaded(void)
+{
+	DefineCustomIntVariable("replica_gate.commit_wait",
+							"Not in effect: replica_gate is not in shared_preload_libraries on this server.",
+							"Commits wait only where the library is preloaded.",
+							&rg_commit_wait_unloaded,
+							0, 0, 1000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_NO_SHOW_ALL | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, rg_commit_wait_unloaded_show);
+}
 
 /*
  * rg_settings_init
@@ -96,4 +146,7 @@ rg_settings_init(void)
 							   PGC_INTERNAL,
 							   GUC_REPORT | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
 							   NULL, NULL, NULL);
+
+	if (!rg_preloaded)
+		rg_define_commit_wait_unloaded();
 }
