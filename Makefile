@@ -18,6 +18,7 @@ OBJS = \
 	src/replica_gate.o \
 	src/session.o \
 	src/set_gate.o \
+	src/settings.o \
 	src/shmem.o \
 	src/staleness.o \
 	src/stats.o \
@@ -41,6 +42,11 @@ EXTVERSION = $(shell sed -n "s/^default_version = '\(.*\)'/\1/p" $(EXTENSION).co
 PG_CPPFLAGS = -I$(srcdir)/src -I$(libpq_srcdir) -DRG_VERSION='"$(EXTVERSION)"'
 # libpq: src/remote.c connects to the primary and to the WAL sender
 SHLIB_LINK_INTERNAL = $(libpq)
+
+# PGXS of 16 and later prints "+++ regress install-check in $(subdir) +++"
+# before pg_regress: name the extension there (PGXS uses subdir for nothing
+# else but make check, which it does not support).
+subdir = $(EXTENSION)
 
 PG_CONFIG ?= pg_config
 PGXS := $(shell $(PG_CONFIG) --pgxs)

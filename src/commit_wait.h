@@ -9,7 +9,7 @@
 #ifndef RG_COMMIT_WAIT_H
 #define RG_COMMIT_WAIT_H
 
-#include "replica_gate.h"
+#include "common.h"
 
 extern int	rg_commit_wait_ms;
 

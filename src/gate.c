@@ -31,6 +31,7 @@
 
 #include "gate.h"
 #include "question.h"
+#include "settings.h"
 #include "stats.h"
 #include "target.h"
 #include "wait.h"
@@ -55,9 +56,18 @@ PG_FUNCTION_INFO_V1(rg_primary_token);
 static bool rg_gate_missed = false;
 
 /*
+ * The last timeout rg_gate_timeout() cut to replica_gate.max_timeout, and
+ * the one asked for (-1: the last was not cut), so that a gate that times
+ * out says so.
+ */
+static int	rg_gate_cut_to = -1;
+static int	rg_gate_cut_from = -1;
+
+/*
  * rg_gate_timeout
  *		The timeout a gate uses: NULL means replica_gate.default_timeout, and
- *		every wait is capped by replica_gate.max_timeout.
+ *		every wait is capped by replica_gate.max_timeout (the error of a gate
+ *		that then times out names it: rg_gate_timeout_hint).
  */
 int
 rg_gate_timeout(bool isnull, int32 timeout_ms)
@@ -68,7 +78,29 @@ rg_gate_timeout(bool isnull, int32 timeout_ms)
 		ereport(ERROR,
 				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
 				 errmsg("\"timeout_ms\" must not be negative")));
-	return Min(timeout, rg_max_timeout);
+	if (timeout <= rg_max_timeout)
+	{
+		rg_gate_cut_to = -1;
+		return timeout;
+	}
+	rg_gate_cut_to = rg_max_timeout;
+	rg_gate_cut_from = timeout;
+	return rg_max_timeout;
+}
+
+/*
+ * rg_gate_timeout_hint
+ *		The hint of a gate that timed out after "timeout_ms": where that was
+ *		a longer timeout cut to replica_gate.max_timeout, waiting longer
+ *		needs a higher max_timeout, and the hint says so.
+ */
+static int
+rg_gate_timeout_hint(int timeout_ms)
+{
+	if (rg_gate_cut_to >= 0 && timeout_ms == rg_gate_cut_to)
+		return errhint("Run the read on the primary. The timeout asked for, %d ms, was cut to replica_gate.max_timeout (%d ms); a superuser can raise it.",
+					   rg_gate_cut_from, rg_gate_cut_to);
+	return errhint("Run the read on the primary, or wait longer.");
 }
 
 /*
@@ -315,6 +347,46 @@ rg_gate_no_answer(RgQuestionFailure why)
 }
 
 /*
+ * rg_gate_position_detail
+ *		The detail of a gate that timed out: where this standby is ("p", in
+ *		the wait's mode), and, for a token of a timeline this standby has
+ *		not reached, which timeline it is on.
+ */
+static int
+rg_gate_position_detail(const RgTarget *target, RgWaitMode mode, const char *p)
+{
+	TimeLineID	tli = 0;
+
+	if (target->tli != 0)
+		(void) rg_standby_position(mode, &tli);
+	if (target->tli > tli && tli != 0)
+	{
+		switch (mode)
+		{
+			case RG_MODE_REPLAY:
+				return errdetail("This standby is on timeline %u, not yet on the target's timeline %u; the last replayed LSN is %s.",
+								 tli, target->tli, p);
+			case RG_MODE_WRITE:
+				return errdetail("This standby is on timeline %u, not yet on the target's timeline %u; the last written LSN is %s.",
+								 tli, target->tli, p);
+			case RG_MODE_FLUSH:
+				return errdetail("This standby is on timeline %u, not yet on the target's timeline %u; the last flushed LSN is %s.",
+								 tli, target->tli, p);
+		}
+	}
+	switch (mode)
+	{
+		case RG_MODE_REPLAY:
+			return errdetail("The last replayed LSN is %s.", p);
+		case RG_MODE_WRITE:
+			return errdetail("The last written LSN is %s.", p);
+		case RG_MODE_FLUSH:
+			break;
+	}
+	return errdetail("The last flushed LSN is %s.", p);
+}
+
+/*
  * rg_gate_raise
  *		Raise the error of a gate whose wait ended with "result" (not
  *		reached): RG001, with one complete message per case.
@@ -340,7 +412,7 @@ rg_gate_raise(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 				 errmsg("timed out after %d ms waiting for the primary's position",
 						timeout_ms),
 				 errdetail("The primary did not answer this standby's question in time."),
-				 errhint("Run the read on the primary, or wait longer.")));
+				 rg_gate_timeout_hint(timeout_ms)));
 	switch (mode)
 	{
 		case RG_MODE_REPLAY:
@@ -348,24 +420,24 @@ rg_gate_raise(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 					(errcode(ERRCODE_RG_REPLICA_BEHIND),
 					 errmsg("timed out after %d ms waiting for target %s to be replayed",
 							timeout_ms, t),
-					 errdetail("The last replayed LSN is %s.", p),
-					 errhint("Run the read on the primary, or wait longer.")));
+					 rg_gate_position_detail(target, mode, p),
+					 rg_gate_timeout_hint(timeout_ms)));
 			break;
 		case RG_MODE_WRITE:
 			ereport(ERROR,
 					(errcode(ERRCODE_RG_REPLICA_BEHIND),
 					 errmsg("timed out after %d ms waiting for target %s to be written",
 							timeout_ms, t),
-					 errdetail("The last written LSN is %s.", p),
-					 errhint("Run the read on the primary, or wait longer.")));
+					 rg_gate_position_detail(target, mode, p),
+					 rg_gate_timeout_hint(timeout_ms)));
 			break;
 		case RG_MODE_FLUSH:
 			ereport(ERROR,
 					(errcode(ERRCODE_RG_REPLICA_BEHIND),
 					 errmsg("timed out after %d ms waiting for target %s to be flushed",
 							timeout_ms, t),
-					 errdetail("The last flushed LSN is %s.", p),
-					 errhint("Run the read on the primary, or wait longer.")));
+					 rg_gate_position_detail(target, mode, p),
+					 rg_gate_timeout_hint(timeout_ms)));
 			break;
 	}
 }

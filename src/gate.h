@@ -9,7 +9,7 @@
 #define RG_GATE_H
 
 #include "guard.h"
-#include "replica_gate.h"
+#include "common.h"
 
 extern int	rg_gate_timeout(bool isnull, int32 timeout_ms);
 extern void rg_gate_note_missed_set(void);

@@ -12,7 +12,7 @@
 #include "fmgr.h"
 #include "nodes/nodes.h"
 
-#include "replica_gate.h"
+#include "common.h"
 
 typedef struct RgGuard
 {

@@ -11,7 +11,7 @@
 #include "datatype/timestamp.h"
 #include "storage/latch.h"
 
-#include "replica_gate.h"
+#include "common.h"
 
 /* What an answer says of the primary's clocks and commit wait. */
 typedef struct RgAnswerClocks

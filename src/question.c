@@ -69,6 +69,7 @@
 #include "proof.h"
 #include "question.h"
 #include "remote.h"
+#include "settings.h"
 #include "stats.h"
 #include "target.h"
 #include "upstream.h"
@@ -129,8 +130,6 @@ typedef struct RgQuestionShared
 	RgQuestionConn conn;
 	ConditionVariable cv;		/* broadcast when a question ends */
 } RgQuestionShared;
-
-char	   *rg_primary_conninfo = NULL;
 
 static RgQuestionShared *rg_question = NULL;
 static uint32 rg_question_event = 0;

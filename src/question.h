@@ -11,7 +11,7 @@
 #include "datatype/timestamp.h"
 
 #include "guard.h"
-#include "replica_gate.h"
+#include "common.h"
 
 /* Why a question brought no answer. */
 typedef enum RgQuestionFailure
@@ -35,8 +35,6 @@ typedef enum RgAskResult
 	RG_ASK_TIMEOUT,
 	RG_ASK_GAVE_WAY				/* the guard saw replay wait on us */
 } RgAskResult;
-
-extern char *rg_primary_conninfo;
 
 extern Size rg_question_shmem_size(void);
 extern void rg_question_shmem_init(void);

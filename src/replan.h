@@ -12,7 +12,7 @@
 #include "nodes/plannodes.h"
 #include "utils/queryenvironment.h"
 
-#include "replica_gate.h"
+#include "common.h"
 
 extern bool rg_replan_needed(void);
 extern PlannedStmt *rg_replan(const char *source, const PlannedStmt *old,

@@ -81,6 +81,7 @@
 #include "guard.h"
 #include "replan.h"
 #include "session.h"
+#include "settings.h"
 #include "staleness.h"
 #include "target.h"
 

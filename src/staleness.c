@@ -47,6 +47,7 @@
 #include "guard.h"
 #include "proof.h"
 #include "question.h"
+#include "settings.h"
 #include "staleness.h"
 #include "stats.h"
 #include "upstream.h"

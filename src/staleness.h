@@ -9,7 +9,7 @@
 #define RG_STALENESS_H
 
 #include "guard.h"
-#include "replica_gate.h"
+#include "common.h"
 
 extern void rg_staleness_require(int64 limit_us, int timeout_ms, RgGuard *guard,
 								 bool want);

@@ -10,7 +10,7 @@
 
 #include "datatype/timestamp.h"
 
-#include "replica_gate.h"
+#include "common.h"
 
 extern Size rg_stats_shmem_size(void);
 extern void rg_stats_shmem_init(void);

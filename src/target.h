@@ -8,7 +8,7 @@
 #ifndef RG_TARGET_H
 #define RG_TARGET_H
 
-#include "replica_gate.h"
+#include "common.h"
 
 extern char *rg_lsn_text(XLogRecPtr lsn);
 extern char *rg_token_text(TimeLineID tli, XLogRecPtr lsn);

@@ -13,7 +13,7 @@
 #include "pgtime.h"
 #include "storage/latch.h"
 
-#include "replica_gate.h"
+#include "common.h"
 
 /* A WAL receiver connection and timeline. */
 typedef struct RgUpstreamKey

@@ -22,6 +22,7 @@
 #include "storage/latch.h"
 #include "utils/timestamp.h"
 
+#include "settings.h"
 #include "stats.h"
 #include "target.h"
 #include "wait.h"

@@ -11,7 +11,7 @@
 #include "datatype/timestamp.h"
 
 #include "guard.h"
-#include "replica_gate.h"
+#include "common.h"
 
 extern bool rg_wait_start(bool passed, int timeout_ms, RgWaitResult *result,
 						  TimestampTz *start, TimestampTz *deadline);

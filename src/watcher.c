@@ -49,6 +49,7 @@
 #include "storage/condition_variable.h"
 #endif
 
+#include "settings.h"
 #include "target.h"
 #include "watcher.h"
 

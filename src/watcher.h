@@ -12,7 +12,7 @@
 #ifndef RG_WATCHER_H
 #define RG_WATCHER_H
 
-#include "replica_gate.h"
+#include "common.h"
 
 #ifndef RG_HAVE_CORE_WAIT
 extern Size rg_registry_shmem_size(void);

@@ -150,6 +150,24 @@ $standby->safe_psql('postgres',
 $waited = tv_interval($t0);
 ok($waited >= 0.3 && $waited < 3, "default_timeout is cut to max_timeout too (${waited}s)");
 
+# A gate that timed out after a timeout cut to max_timeout says so (it said
+# only "timed out after 300 ms"); one that was not cut does not.
+($ret, $out, $err) = $standby->psql('postgres',
+	"SET replica_gate.max_timeout = 300; SELECT replica_gate.require_lsn('FFFFFFFF/FFFFFFFF', 2147483647)");
+like($err, qr/ERROR:  timed out after 300 ms waiting for target FFFFFFFF\/FFFFFFFF to be replayed\n(?:.*\n)*HINT:  Run the read on the primary\. The timeout asked for, 2147483647 ms, was cut to replica_gate\.max_timeout \(300 ms\); a superuser can raise it\./,
+	'a timeout cut to max_timeout: the hint names it');
+($ret, $out, $err) = $standby->psql('postgres',
+	"SET replica_gate.max_timeout = 300; SELECT replica_gate.require_lsn('FFFFFFFF/FFFFFFFF', 300)");
+like($err, qr/HINT:  Run the read on the primary, or wait longer\./,
+	'a timeout not cut: the usual hint');
+
+# A token of a timeline this standby has not reached: the detail names the
+# standby's timeline (it named only an LSN past the target's).
+($ret, $out, $err) = $standby->psql('postgres',
+	"SELECT replica_gate.require_lsn('2:0/1', 100)");
+like($err, qr/ERROR:  timed out after 100 ms waiting for target 2:0\/0*1 to be replayed\nDETAIL:  This standby is on timeline 1, not yet on the target's timeline 2; the last replayed LSN is [0-9A-F]+\/[0-9A-F]+\./,
+	'a token of a newer timeline: the detail names the standby\'s timeline');
+
 # --- paused replay -----------------------------------------------------------
 rg_pause_replay($standby);
 $lsn = write_value('paused');

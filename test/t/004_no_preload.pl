@@ -233,6 +233,25 @@ like($me, qr/ERROR:  55000: earlier statements of this session were not gated\n(
 	'it fails 55000, and its context names the floor');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 
+# replica_gate.commit_wait in the configuration of a server that does not
+# preload the library (doc/setup.md puts it there): a session that loads
+# the library gets no WARNING (it got "invalid configuration parameter
+# name ..., removing it" in each such session), SHOW says the setting is
+# not in effect, and pg_settings, where a standby's question looks for the
+# primary's commit wait, has no such row: the standby asks for every strong
+# read (fail closed).
+$standby->append_conf('postgresql.conf', "replica_gate.commit_wait = '20ms'");
+$standby->reload;
+($ret, $out, $err) = $standby->psql('postgres',
+	"SELECT replica_gate.caught_up(NULL::pg_lsn); SHOW replica_gate.commit_wait; "
+	  . "SELECT count(*) FROM pg_settings WHERE name = 'replica_gate.commit_wait'");
+is($err, '', 'commit_wait in the file, library loaded by a session: no warning');
+is($out, "t\n20ms (not in effect: replica_gate is not in shared_preload_libraries)\n0",
+	'SHOW says it is not in effect; pg_settings does not list it');
+is($standby->safe_psql('postgres',
+		'SELECT preloaded, commit_wait FROM replica_gate.status()'),
+	'f|', 'status(): not preloaded, no commit wait learned');
+
 $primary->stop;
 $standby->stop;
 done_testing();

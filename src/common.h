@@ -1,15 +1,17 @@
 /*-------------------------------------------------------------------------
  *
- * replica_gate.h
- *		What every file of replica_gate shares: its SQLSTATEs, its settings,
- *		and the words of a gate (a target, a wait mode, a wait's result).
- *		Each module declares its own functions in a header of its own; see
- *		src/README.md for the map.
+ * common.h
+ *		What every file of replica_gate shares, on the ground floor of the
+ *		house: its SQLSTATEs, the words of a gate (a target, a wait mode, a
+ *		wait's result), its clock, and what a client's session is.  It
+ *		defines nothing that a file must link with.  The settings are in
+ *		settings.h; each module declares its own functions in a header of its
+ *		own; see src/README.md for the map.
  *
  *-------------------------------------------------------------------------
  */
-#ifndef REPLICA_GATE_H
-#define REPLICA_GATE_H
+#ifndef RG_COMMON_H
+#define RG_COMMON_H
 
 #include <time.h>
 
@@ -23,17 +25,6 @@
 #define ERRCODE_RG_REPLICA_BEHIND	MAKE_SQLSTATE('R','G','0','0','1') /* not reached in time */
 #define ERRCODE_RG_WRITE_LOST		MAKE_SQLSTATE('R','G','0','0','2') /* lost in a failover */
 #define ERRCODE_RG_UNKNOWN_TIMELINE	MAKE_SQLSTATE('R','G','0','0','3') /* not in our history */
-
-/*
- * Settings, whether the library was preloaded, and whether it was loaded
- * when this session started (preloaded, or local_preload_libraries and
- * session_preload_libraries), as opposed to by a later call (replica_gate.c).
- */
-extern bool rg_preloaded;
-extern bool rg_loaded_at_start;
-extern int	rg_default_timeout;
-extern int	rg_max_timeout;
-extern double rg_poll_interval;
 
 /* What a gate waits for on a standby: the target replayed, or only received. */
 typedef enum RgWaitMode
@@ -107,4 +98,4 @@ rg_client_session(void)
 		(MyBackendType == B_WAL_SENDER && am_db_walsender);
 }
 
-#endif							/* REPLICA_GATE_H */
+#endif							/* RG_COMMON_H */
