@@ -15,7 +15,11 @@
 #     worker, still frozen, does not answer: RG001); the server log says
 #     why (a build that trusts its clock serves the old value here);
 #   - once the worker resumes, strong reads see the commit, and after a new
-#     check of the clocks they are served without a question again.
+#     check of the clocks they are served without a question again;
+#   - on another standby whose wall clock alone is faked, a step of that
+#     clock (+5 s) keeps the next strong read from being served with an
+#     answer from before the step; the local path comes back after a new
+#     check of the clocks.
 
 use strict;
 use warnings;
@@ -124,4 +128,46 @@ $start = [gettimeofday];
 strong_read() while local_reads() == $before && tv_interval($start) < 30;
 cmp_ok(local_reads(), '>', $before,
 	'after a new check of the clocks, strong reads are served without a question again');
+
+# --- a stepped wall clock ----------------------------------------------------------
+# Another standby whose wall clock alone is faked (its CLOCK_BOOTTIME is
+# the machine's): a step of its wall clock, as NTP or a hypervisor's agent
+# makes after a pause, drops the answers' proofs until the clocks are
+# checked again.
+$primary->backup('step_base');
+my $stepped = PostgreSQL::Test::Cluster->new('stepped');
+$stepped->init_from_backup($primary, 'step_base', has_streaming => 1);
+my $wall = PostgreSQL::Test::Utils::tempdir_short() . '/wall';
+PostgreSQL::Test::Utils::append_to_file($wall, "+0\n");
+{
+	local $ENV{LD_PRELOAD} = $faketime;
+	local $ENV{FAKETIME_TIMESTAMP_FILE} = $wall;
+	local $ENV{FAKETIME_NO_CACHE} = '1';
+	local $ENV{FAKETIME_DONT_FAKE_MONOTONIC} = '1';
+	$stepped->start;
+}
+$primary->wait_for_catchup($stepped->name, 'replay');
+$standby = $stepped;
+$start = [gettimeofday];
+strong_read() while local_reads() < 5 && tv_interval($start) < 30;
+cmp_ok(local_reads(), '>=', 5, 'stepped: strong reads are served without a question');
+# (its question worker held, so that no answer asked after the step comes)
+my $stepped_pm = $stepped->{_pid};
+($worker) = split /\s+/, `pgrep -P $stepped_pm -f 'replica_gate question'`;
+ok($worker, "stepped: the question worker runs ($worker)");
+strong_read();
+kill 'STOP', $worker;
+open $fh, '>', $wall or die "could not write $wall: $!";
+print $fh "+5\n";
+close $fh;
+$before = local_reads();
+like(strong_read(), qr/RG001/,
+	'stepped: the read after the step is not served with the answer from before it: it asks (RG001)');
+kill 'CONT', $worker;
+is(local_reads(), $before, 'stepped: no read was served locally after the step');
+like(slurp_file($stepped->logfile), qr/clock stopped or was stepped .*\n.*It fell 5\d{3}\.\d+ ms behind/,
+	'stepped: the log says the wall clock moved by 5 s');
+$start = [gettimeofday];
+strong_read() while local_reads() == $before && tv_interval($start) < 30;
+cmp_ok(local_reads(), '>', $before, 'stepped: after a new check, strong reads are served locally again');
 done_testing();
