@@ -165,8 +165,9 @@ like(strong_read(), qr/RG001/,
 	'stepped: the read after the step is not served with the answer from before it: it asks (RG001)');
 kill 'CONT', $worker;
 is(local_reads(), $before, 'stepped: no read was served locally after the step');
-like(slurp_file($stepped->logfile), qr/clock stopped or was stepped .*\n.*It fell 5\d{3}\.\d+ ms behind/,
-	'stepped: the log says the wall clock moved by 5 s');
+my ($fell) = slurp_file($stepped->logfile) =~ /clock stopped or was stepped .*\n.*It fell ([0-9.]+) ms behind/;
+ok(defined $fell && abs($fell - 5000) < 100,
+	'stepped: the log says the wall clock moved by 5 s (' . ($fell // 'nothing') . ' ms)');
 $start = [gettimeofday];
 strong_read() while local_reads() == $before && tv_interval($start) < 30;
 cmp_ok(local_reads(), '>', $before, 'stepped: after a new check, strong reads are served locally again');
