@@ -376,12 +376,10 @@ rg_proof_primary_sent(void)
  *		("wall_offset" moved), or the primary sent a message later than
  *		its clock can have read by now ("sent").  That ends the check's
  *		verdict until a new check has held, and sets *lost to how far
- *		behind this clock was found (us); the worker is to ask at once
- *		(*wake).
+ *		behind this clock was found (us, > 0).
  */
 static bool
-rg_proof_still(int64 now, int64 wall_offset, TimestampTz sent,
-			   int64 *lost, Latch **wake)
+rg_proof_still(int64 now, int64 wall_offset, TimestampTz sent, int64 *lost)
 {
 	int64		stepped;
 	int64		ahead = 0;
@@ -399,22 +397,27 @@ rg_proof_still(int64 now, int64 wall_offset, TimestampTz sent,
 	*lost = Max(stepped, ahead);
 	rg_proof->clock_ok = false;
 	rg_proof->clock_reset = true;
-	*wake = rg_proof->worker_latch;
 	return false;
 }
 
 /*
- * rg_proof_stopped_log
- *		Say, once per time it is seen, that this standby's clock stopped.
+ * rg_proof_read_done
+ *		After a read looked at the proof, the mutex released: set the
+ *		worker's latch "wake" (the read wants answers, or found this clock
+ *		stopped, "lost" > 0: the worker is to ask at once), and say that
+ *		the clock stopped, once.
  */
 static void
-rg_proof_stopped_log(int64 lost)
+rg_proof_read_done(Latch *wake, int64 lost)
 {
-	ereport(LOG,
-			(errmsg("replica_gate: this standby's clock stopped or was stepped since the primary's last answer"),
-			 errdetail("It fell %.3f ms behind the primary's.  Strong reads ask the primary until the clocks have been checked again.",
-					   lost / 1000.0),
-			 errhidestmt(true)));
+	if (wake != NULL)
+		SetLatch(wake);
+	if (lost > 0)
+		ereport(LOG,
+				(errmsg("replica_gate: this standby's clock stopped or was stepped since the primary's last answer"),
+				 errdetail("It fell %.3f ms behind the primary's.  Strong reads ask the primary until the clocks have been checked again.",
+						   lost / 1000.0),
+				 errhidestmt(true)));
 }
 
 /*
@@ -426,31 +429,30 @@ rg_proof_stopped_log(int64 lost)
 bool
 rg_proof_use(RgTarget *answer)
 {
-	TimestampTz sent = rg_proof_primary_sent();
-	int64		wall_offset = rg_proof_wall_offset();
-	int64		now = rg_clock_us();
+	TimestampTz sent;
+	int64		wall_offset;
+	int64		now;
 	bool		covered;
 	int64		lost = 0;
-	Latch	   *stopped = NULL;
 	Latch	   *wake = NULL;
 
 	if (rg_proof == NULL)
 		return false;
+	sent = rg_proof_primary_sent();
+	wall_offset = rg_proof_wall_offset();
+	now = rg_clock_us();
 	SpinLockAcquire(&rg_proof->mutex);
-	covered = rg_proof_still(now, wall_offset, sent, &lost, &stopped) &&
+	covered = rg_proof_still(now, wall_offset, sent, &lost) &&
 		rg_proof->clocks.paying && now - rg_proof->asked <= rg_proof->window_us;
 	if (covered)
 		*answer = rg_proof->answer;
 	/* without a commit wait, fresh answers would serve no strong read */
 	if (rg_proof->window_us > 0)
 		wake = rg_proof_note_demand(now);
+	if (lost > 0)
+		wake = rg_proof->worker_latch;
 	SpinLockRelease(&rg_proof->mutex);
-	if (stopped != NULL)
-		wake = stopped;
-	if (wake != NULL)
-		SetLatch(wake);
-	if (stopped != NULL)
-		rg_proof_stopped_log(lost);
+	rg_proof_read_done(wake, lost);
 	return covered;
 }
 
@@ -468,29 +470,28 @@ rg_proof_use(RgTarget *answer)
 bool
 rg_proof_age_us(XLogRecPtr position, TimeLineID tli, bool want, int64 *us)
 {
-	TimestampTz sent = rg_proof_primary_sent();
-	int64		wall_offset = rg_proof_wall_offset();
-	int64		now = rg_clock_us();
+	TimestampTz sent;
+	int64		wall_offset;
+	int64		now;
 	bool		known;
 	int64		lost = 0;
-	Latch	   *stopped = NULL;
 	Latch	   *wake = NULL;
 
 	if (rg_proof == NULL)
 		return false;
+	sent = rg_proof_primary_sent();
+	wall_offset = rg_proof_wall_offset();
+	now = rg_clock_us();
 	SpinLockAcquire(&rg_proof->mutex);
-	known = rg_proof_still(now, wall_offset, sent, &lost, &stopped) &&
+	known = rg_proof_still(now, wall_offset, sent, &lost) &&
 		rg_proof->answer.tli == tli && position >= rg_proof->answer.lsn;
 	/* measured on this clock, whose rate may be off by the bound */
 	*us = (int64) ((now - rg_proof->asked) * (1 + RG_PROOF_RATE_BOUND));
 	if (want)
 		wake = rg_proof_note_demand(now);
+	if (lost > 0)
+		wake = rg_proof->worker_latch;
 	SpinLockRelease(&rg_proof->mutex);
-	if (stopped != NULL)
-		wake = stopped;
-	if (wake != NULL)
-		SetLatch(wake);
-	if (stopped != NULL)
-		rg_proof_stopped_log(lost);
+	rg_proof_read_done(wake, lost);
 	return known;
 }
