@@ -268,7 +268,8 @@ $pub->safe_psql('postgres', join ";\n", map { "INSERT INTO applied VALUES ($_)" 
 $primary->poll_query_until('postgres', 'SELECT count(*) = 20 FROM applied')
   or die 'the subscription did not apply the 20 transactions';
 my $applied = tv_interval($applying);
-cmp_ok($applied, '>=', 20 * 0.05,
+# The 20th transaction is visible when its wait begins: 19 waits at least.
+cmp_ok($applied, '>=', 19 * 0.05,
 	"the apply worker waits out each transaction's commit wait (20 in $applied s)");
 $primary->safe_psql('postgres', 'DROP SUBSCRIPTION rg_sub');
 $pub->stop;
