@@ -11,6 +11,7 @@ OBJS = \
 	src/commit_wait.o \
 	src/gate.o \
 	src/guard.o \
+	src/lease.o \
 	src/proof.o \
 	src/question.o \
 	src/remote.o \

@@ -4,124 +4,195 @@
  *		The primary's side of strong reads served without a question: a
  *		commit that wrote, in a session that pays
  *		(replica_gate.pay_commit_wait, on by default), is not acknowledged
- *		before replica_gate.commit_wait has passed since it became visible.
- *		A standby that holds an answer of the primary younger than that
- *		wait then knows it covers every paying commit acknowledged since
- *		(question.c); src/README.md has the argument.
+ *		before every standby that holds a lease (lease.c) has applied it,
+ *		or its lease has expired; never later than replica_gate.commit_wait
+ *		(W) after it became visible.  A standby holding a lease knows that
+ *		its answer, while younger than W, covers every paying commit
+ *		acknowledged since (question.c, proof.c); src/README.md has the
+ *		argument.
  *
- * Who waits, and where.  A commit notes a deadline, the commit wait from
- * now, after its record was flushed and it became visible.  A client
- * session waits it out before the first message it sends after the commit
- * (ack.c), whatever that message is: a procedure's commits are waited out
- * once, by whichever message comes first, and nothing is ever charged to
- * a later statement.  A background worker (logical replication's apply
- * worker, another extension's worker) has no client of its own, but its
- * results may reach one (through a table, a queue, the session that
- * launched it): it waits at the end of each commit, once the transaction
- * has released its locks.  Other processes (autovacuum) do not pay.
+ * Who waits, and where.  A commit notes when it became visible and where
+ * its record ends.  A client session waits before the first message it
+ * sends after the commit (ack.c), whatever that message is: a procedure's
+ * commits are waited out once, by whichever message comes first, and
+ * nothing is ever charged to a later statement.  A background worker
+ * (logical replication's apply worker, another extension's worker) has no
+ * client of its own, but its results may reach one (through a table, a
+ * queue, the session that launched it): it waits at the end of each
+ * commit, once the transaction has released its locks.  Other processes
+ * (autovacuum) do not pay.
  *
- * The wait is measured on the clock of rg_clock_us().  It cannot be
- * cancelled (the commit is done and cannot fail; acknowledging it early
+ * The wait is measured on the clock of rg_clock_us().  It looks at the
+ * lease holders' apply positions every RG_COMMIT_WAIT_POLL_US: nothing
+ * wakes a backend when a WAL sender's reported position moves.  It cannot
+ * be cancelled (the commit is done and cannot fail; acknowledging it early
  * would break the promise): a cancel request is dropped, as synchronous
  * replication does after its warning; a terminate request or the
- * postmaster's death end it without acknowledging the commit.  It is at
- * most replica_gate.commit_wait long, whatever the standbys do: none of
- * them is waited for.
+ * postmaster's death end it without acknowledging the commit.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "fmgr.h"
+#include "funcapi.h"
 #include "miscadmin.h"
-#include "storage/latch.h"
+#include "pgstat.h"
+#include "storage/pmsignal.h"
+#include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/resowner.h"
 
 #include "commit_wait.h"
+#include "lease.h"
+#include "target.h"
+
+/* How often a paying commit looks at the lease holders' apply positions. */
+#define RG_COMMIT_WAIT_POLL_US	200
 
 /* replica_gate.commit_wait in milliseconds (0: off); set only where preloaded */
 int			rg_commit_wait_ms = 0;
 static bool rg_pay_commit_wait = true;
 
-/* Until when (rg_clock_us) the next acknowledgement must wait; 0: none. */
+/*
+ * What the next acknowledgement owes: the first paying commit since the
+ * last acknowledgement became visible at "visible" (rg_clock_us; 0: nothing
+ * is owed), the last one ends at "lsn" and became visible W before "until".
+ */
+static int64 rg_commit_wait_visible = 0;
+static XLogRecPtr rg_commit_wait_lsn = InvalidXLogRecPtr;
 static int64 rg_commit_wait_until = 0;
 
 static uint32 rg_commit_wait_event = 0;
 
 PG_FUNCTION_INFO_V1(rg_commit_clock);
+PG_FUNCTION_INFO_V1(rg_grant_lease);
 
 /*
- * commit_clock() returns bigint: the clock of the commit wait, which a
- * standby's question worker compares with its own (proof.c).
+ * commit_clock() of 0.5.0: the clock a standby of that version reads in its
+ * question, after the position, and no lease is recorded for it.  Its
+ * answers would serve strong reads that no commit waits for: refused, so
+ * that such a standby fails its strong reads until the primary's extension
+ * is updated (0.6.0 drops the function: the standby then asks for each).
  */
 Datum
 rg_commit_clock(PG_FUNCTION_ARGS)
 {
-	PG_RETURN_INT64(rg_clock_us());
+	ereport(ERROR,
+			(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+			 errmsg("replica_gate.commit_clock() is no longer supported"),
+			 errdetail("The standby asking runs an older replica_gate than this primary, whose commits wait only for standbys that hold a lease."),
+			 errhint("Run ALTER EXTENSION replica_gate UPDATE on the primary, and update replica_gate on the standby.")));
+	PG_RETURN_NULL();
+}
+
+/*
+ * grant_lease(sender_pid integer) returns (token text, commit_clock bigint,
+ * granted boolean): a standby's question.  Grants the WAL sender
+ * "sender_pid" (the one streaming to the standby asking) a lease of
+ * replica_gate.commit_wait if it may have one (lease.c), and only then
+ * reads the primary's position: a paying commit that becomes visible after
+ * the lease was recorded waits for it; one visible before is covered by
+ * the position.  With the position, the clock of the commit wait, for the
+ * standby's check of the clocks (proof.c).
+ */
+Datum
+rg_grant_lease(PG_FUNCTION_ARGS)
+{
+	TupleDesc	desc;
+	RgTarget	target = {0};
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	bool		granted;
+
+	if (get_call_result_type(fcinfo, NULL, &desc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("leases are granted only by a primary")));
+	granted = !PG_ARGISNULL(0) &&
+		rg_lease_grant(PG_GETARG_INT32(0), rg_commit_wait_ms * (int64) 1000);
+	target.lsn = rg_primary_position(&target.tli);
+	values[0] = CStringGetTextDatum(rg_target_text(&target));
+	values[1] = Int64GetDatum(rg_clock_us());
+	values[2] = BoolGetDatum(granted);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(BlessTupleDesc(desc),
+													  values, nulls)));
 }
 
 /*
  * rg_commit_wait_note
- *		This session wrote a commit record: unless it does not pay, its
- *		acknowledgement waits out replica_gate.commit_wait from now.  Called
- *		by the callback below, and by token.c for COMMIT PREPARED (which
- *		commits another transaction).  Must not throw: it runs after the
- *		commit.
+ *		This session wrote a commit record ending at "lsn", and the commit
+ *		is visible: unless the session does not pay, its acknowledgement
+ *		waits for the lease holders.  Called by the callback below, and by
+ *		token.c for COMMIT PREPARED (which commits another transaction).
+ *		Must not throw: it runs after the commit.
  */
 void
-rg_commit_wait_note(void)
+rg_commit_wait_note(XLogRecPtr lsn)
 {
-	if (rg_commit_wait_ms > 0 && rg_pay_commit_wait &&
-		(rg_client_session() || MyBackendType == B_BG_WORKER))
-		rg_commit_wait_until = Max(rg_commit_wait_until,
-								   rg_clock_us() + rg_commit_wait_ms * (int64) 1000);
+	int64		now;
+
+	if (rg_commit_wait_ms <= 0 || !rg_pay_commit_wait ||
+		!(rg_client_session() || MyBackendType == B_BG_WORKER))
+		return;
+	now = rg_clock_us();
+	rg_lease_note_commit(now);
+	if (rg_commit_wait_visible == 0)
+		rg_commit_wait_visible = now;
+	rg_commit_wait_lsn = Max(rg_commit_wait_lsn, lsn);
+	rg_commit_wait_until = now + rg_commit_wait_ms * (int64) 1000;
 }
 
 /*
  * rg_commit_wait_pay
- *		Wait out what the commits so far owe, without throwing.  False if
+ *		Wait until what the commits so far owe is released (lease.c), at
+ *		most until W after the last of them, without throwing.  False if
  *		the session was told to terminate (or the postmaster died) first:
  *		the commit must then never be acknowledged.  A cancel request that
  *		arrives meanwhile is dropped, and *cancelled (if not NULL) says so:
  *		the caller puts it back where a statement goes on after the wait.
+ *
+ * Several commits owed (a procedure's) are checked as one, visible at the
+ * first's moment and ending at the last's record: a lease that was live at
+ * any of them counts, which is at most waiting for one more holder.
  */
 bool
 rg_commit_wait_pay(bool *cancelled)
 {
-	if (rg_commit_wait_until == 0)
+	if (rg_commit_wait_visible == 0)
 		return true;
 	for (;;)
 	{
-		int64		left = rg_commit_wait_until - rg_clock_us();
-		int			rc;
+		int64		now = rg_clock_us();
 
-		if (left <= 0)
+		if (rg_lease_released(rg_commit_wait_lsn, rg_commit_wait_visible,
+							  rg_commit_wait_until,
+							  rg_commit_wait_ms * (int64) 1000, now))
 			break;
 		if (ProcDiePending)
 			return false;
-		if (QueryCancelPending && cancelled != NULL)
-			*cancelled = true;
-		QueryCancelPending = false;
-		/* a latch times out in whole milliseconds: sleep the rest */
-		if (left < 1000)
-		{
-			pg_usleep(left);
-			continue;
-		}
-		rc = WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
-					   (long) (left / 1000),
-					   RG_WAIT_EVENT(rg_commit_wait_event, "ReplicaGateCommitWait"));
-		ResetLatch(MyLatch);
-		if (rc & WL_POSTMASTER_DEATH)
+		if (!PostmasterIsAlive())
 		{
 			/* ends the session at its next interrupt check */
 			ProcDiePending = true;
 			InterruptPending = true;
 			return false;
 		}
+		if (QueryCancelPending && cancelled != NULL)
+			*cancelled = true;
+		QueryCancelPending = false;
+		pgstat_report_wait_start(RG_WAIT_EVENT(rg_commit_wait_event,
+											   "ReplicaGateCommitWait"));
+		pg_usleep(Min(rg_commit_wait_until - now, RG_COMMIT_WAIT_POLL_US));
+		pgstat_report_wait_end();
 	}
+	rg_commit_wait_visible = 0;
+	rg_commit_wait_lsn = InvalidXLogRecPtr;
 	rg_commit_wait_until = 0;
 	return true;
 }
@@ -147,7 +218,7 @@ rg_commit_wait_xact_callback(XactEvent event, void *arg)
 {
 	if (event == XACT_EVENT_COMMIT &&
 		TransactionIdIsValid(GetTopTransactionIdIfAny()))
-		rg_commit_wait_note();
+		rg_commit_wait_note(XactLastCommitEnd);
 }
 
 /*
@@ -161,7 +232,7 @@ rg_commit_wait_release_callback(ResourceReleasePhase phase, bool isCommit,
 								bool isTopLevel, void *arg)
 {
 	if (phase == RESOURCE_RELEASE_AFTER_LOCKS && isCommit && isTopLevel &&
-		rg_commit_wait_until != 0 && !rg_client_session())
+		rg_commit_wait_visible != 0 && !rg_client_session())
 		(void) rg_commit_wait_pay(NULL);
 }
 
@@ -176,7 +247,7 @@ void
 rg_commit_wait_init(void)
 {
 	DefineCustomBoolVariable("replica_gate.pay_commit_wait",
-							 "Whether this session's commits wait out replica_gate.commit_wait.",
+							 "Whether this session's commits wait for the standbys that serve strong reads without asking.",
 							 "off: its writes are not covered by strong reads that standbys serve without asking the primary.",
 							 &rg_pay_commit_wait,
 							 true,
@@ -186,7 +257,7 @@ rg_commit_wait_init(void)
 	if (!process_shared_preload_libraries_in_progress)
 		return;
 	DefineCustomIntVariable("replica_gate.commit_wait",
-							"How long each commit waits before it is acknowledged, so that standbys can serve strong reads without asking the primary.",
+							"The longest a commit waits for the standbys that serve strong reads without asking, before it is acknowledged.",
 							"0 turns it off.  Set on the primary (and on every server that may become one); standbys learn it from there.",
 							&rg_commit_wait_ms,
 							0, 0, 1000,

@@ -14,7 +14,7 @@
 extern int	rg_commit_wait_ms;
 
 extern void rg_commit_wait_init(void);
-extern void rg_commit_wait_note(void);
+extern void rg_commit_wait_note(XLogRecPtr lsn);
 extern bool rg_commit_wait_pay(bool *cancelled);
 extern void rg_commit_wait_startup(void);
 

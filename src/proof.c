@@ -4,9 +4,10 @@
  *		What the primary's answers prove as time passes: a standby that
  *		asked the primary for its position at a moment t (its own monotonic
  *		clock) and has replayed the answer has every commit acknowledged
- *		before t, and, while the primary makes its commits wait W before
- *		acknowledging them (commit_wait.c), every such commit acknowledged
- *		before t + W.  A strong read that begins within that window needs no
+ *		before t, and, when the answer granted it a lease of W (lease.c),
+ *		every paying commit acknowledged before t + W: the primary
+ *		acknowledges none before the standby has applied it or the lease
+ *		has expired.  A strong read that begins within that window needs no
  *		question of its own: the answer is its target (question.c).  The
  *		age of the newest replayed answer also bounds the staleness of this
  *		standby (staleness.c).  src/README.md has the argument.
@@ -423,8 +424,9 @@ rg_proof_read_done(Latch *wake, int64 lost)
 /*
  * rg_proof_use
  *		For a strong read beginning now: the newest answer, if its window
- *		still covers now (the primary's commits pay the commit wait, the
- *		clock check held, this clock did not stop).
+ *		still covers now (the primary's commits pay the commit wait, it
+ *		granted this standby a lease, the clock check held, this clock did
+ *		not stop).
  */
 bool
 rg_proof_use(RgTarget *answer)
@@ -443,7 +445,8 @@ rg_proof_use(RgTarget *answer)
 	now = rg_clock_us();
 	SpinLockAcquire(&rg_proof->mutex);
 	covered = rg_proof_still(now, wall_offset, sent, &lost) &&
-		rg_proof->clocks.paying && now - rg_proof->asked <= rg_proof->window_us;
+		rg_proof->clocks.paying && rg_proof->clocks.leased &&
+		now - rg_proof->asked <= rg_proof->window_us;
 	if (covered)
 		*answer = rg_proof->answer;
 	/* without a commit wait, fresh answers would serve no strong read */
@@ -454,6 +457,26 @@ rg_proof_use(RgTarget *answer)
 	SpinLockRelease(&rg_proof->mutex);
 	rg_proof_read_done(wake, lost);
 	return covered;
+}
+
+/*
+ * rg_proof_lease_live
+ *		In the worker: may the primary still count this standby as holding
+ *		a lease?  Then its apply position must reach the primary promptly:
+ *		commits wait for it.  The lease runs W on the primary's clock from
+ *		after the question was asked; twice W on this one covers it, with
+ *		any rate the clock check lets pass.
+ */
+bool
+rg_proof_lease_live(void)
+{
+	bool		live;
+
+	SpinLockAcquire(&rg_proof->mutex);
+	live = rg_proof->asked != 0 && rg_proof->clocks.leased &&
+		rg_clock_us() - rg_proof->asked < 2 * rg_proof->commit_wait_ms * (int64) 1000;
+	SpinLockRelease(&rg_proof->mutex);
+	return live;
 }
 
 /*

@@ -19,6 +19,7 @@ typedef struct RgAnswerClocks
 	int64		commit_clock;	/* its commit wait's clock, commit_clock() */
 	TimestampTz wall;			/* its wall clock */
 	bool		paying;			/* its sessions pay the commit wait by default */
+	bool		leased;			/* it granted this standby a lease */
 } RgAnswerClocks;
 
 extern Size rg_proof_shmem_size(void);
@@ -33,6 +34,7 @@ extern void rg_proof_answered(const RgTarget *answer, int64 asked,
 							  const RgAnswerClocks *clocks);
 extern int64 rg_proof_refresh_in(void);
 extern bool rg_proof_use(RgTarget *answer);
+extern bool rg_proof_lease_live(void);
 extern bool rg_proof_age_us(XLogRecPtr position, TimeLineID tli, bool want,
 							int64 *us);
 

@@ -21,15 +21,20 @@
  * not name the primary) or of another system identifier (another cluster)
  * is refused; its replica_gate.commit_wait, which exists only where the
  * library is preloaded, says how long its answers prove this standby fresh
- * (proof.c).  It then prepares the question, replica_gate.primary_token():
- * a token whose position covers every commit acknowledged before the
- * question, asynchronous ones included (rg_primary_position() in target.c).
+ * (proof.c).  It then prepares the question, replica_gate.grant_lease():
+ * it grants the WAL sender streaming to this standby (upstream.c) a lease
+ * (lease.c), then gives a token whose position covers every commit
+ * acknowledged before the question, asynchronous ones included
+ * (rg_primary_position() in target.c).
  * An answer on a timeline older than the one this standby follows comes
  * from a former primary (or another server of a multi-host
  * primary_conninfo) and fails the question; a newer timeline is checked by
  * the gate, like any token's.  Each answer also carries the primary's
  * clocks, for proof.c's check of the clocks' rates and of this standby's
- * clock stopping, and whether its sessions pay the commit wait by default.
+ * clock stopping, whether its sessions pay the commit wait by default, and
+ * whether it granted the lease.  While the standby may hold one, the worker
+ * makes the WAL receiver report the apply position as soon as replay moves
+ * (rg_question_report_apply): the primary's paying commits wait for it.
  *
  * Without a question.  A backend first looks whether a recent answer still
  * covers its read (proof.c): then it takes that answer and asks nothing.
@@ -83,6 +88,9 @@
 /* How often an idle worker looks whether the server left recovery. */
 #define RG_QUESTION_IDLE_MS		1000
 
+/* How often a lease holder looks whether replay moved (rg_question_report_apply). */
+#define RG_QUESTION_REPORT_MS	1
+
 /*
  * What a new connection checks once (the server stays what it is for the
  * connection's life: a primary is not demoted without a restart), and the
@@ -92,22 +100,29 @@
 #define RG_QUESTION_CHECK_SQL \
 	"SELECT system_identifier::pg_catalog.text," \
 	" (SELECT setting FROM pg_catalog.pg_settings WHERE name = 'replica_gate.commit_wait')," \
-	" pg_catalog.to_regprocedure('replica_gate.commit_clock()') IS NOT NULL" \
+	" pg_catalog.to_regprocedure('replica_gate.grant_lease(integer)') IS NOT NULL" \
 	" FROM pg_catalog.pg_control_system() WHERE NOT pg_catalog.pg_is_in_recovery()"
 #define RG_QUESTION_NAME "replica_gate_question"
 /*
- * The position, the clock of the primary's commit wait (where its extension
- * predates commit_clock(), its wall clock: enough for the staleness bound,
- * not for the commit wait), its wall clock, and whether its sessions pay the
- * commit wait by default (a reload may change that).
+ * The question takes the pid of the primary's WAL sender that streams to
+ * this standby (0: unknown), and answers with the position, the clock of
+ * the primary's commit wait, its wall clock, whether its sessions pay the
+ * commit wait by default (a reload may change that), and whether it granted
+ * that WAL sender a lease.  Where the primary's extension predates
+ * grant_lease(), it grants none, and its wall clock stands in for the other
+ * clock: enough for the staleness bound, not for serving strong reads.
  */
 #define RG_QUESTION_WALL \
 	"(extract(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::pg_catalog.int8"
-#define RG_QUESTION_PREPARE_SQL(clock) \
-	"PREPARE " RG_QUESTION_NAME " AS SELECT replica_gate.primary_token(), " clock "," \
-	" " RG_QUESTION_WALL "," \
-	" pg_catalog.current_setting('replica_gate.pay_commit_wait', true)"
-#define RG_QUESTION_CLOCK "replica_gate.commit_clock()"
+#define RG_QUESTION_PAYING \
+	"pg_catalog.current_setting('replica_gate.pay_commit_wait', true)"
+#define RG_QUESTION_LEASE_SQL \
+	"PREPARE " RG_QUESTION_NAME "(pg_catalog.int4) AS SELECT l.token, l.commit_clock, " \
+	RG_QUESTION_WALL ", " RG_QUESTION_PAYING ", l.granted" \
+	" FROM replica_gate.grant_lease($1) l"
+#define RG_QUESTION_NO_LEASE_SQL \
+	"PREPARE " RG_QUESTION_NAME "(pg_catalog.int4) AS SELECT replica_gate.primary_token(), " \
+	RG_QUESTION_WALL ", " RG_QUESTION_WALL ", " RG_QUESTION_PAYING ", false"
 
 /* The connection's state, as status() shows it. */
 typedef enum RgQuestionConn
@@ -153,8 +168,9 @@ static struct
 {
 	PGconn	   *conn;			/* NULL: not open */
 	bool		prepared;		/* the question is prepared on it */
-	bool		has_clock;		/* the primary has commit_clock() */
+	bool		has_lease;		/* the primary has grant_lease() */
 	pid_t		receiver;		/* the WAL receiver it is opened for */
+	XLogRecPtr	reported;		/* replay position last reported for a lease */
 	char	   *settings;		/* primary_conninfo, replica_gate's, likewise */
 	TimestampTz retry_after;	/* no new attempt before then */
 	RgQuestionFailure why;		/* the last failure */
@@ -434,11 +450,11 @@ rg_question_check_server(PGconn *conn, TimestampTz deadline,
 		/* no such setting: the primary does not preload the library */
 		int			commit_wait = PQgetisnull(res, 0, 1) ? 0 : atoi(PQgetvalue(res, 0, 1));
 
-		rg_worker.has_clock = (strcmp(PQgetvalue(res, 0, 2), "t") == 0);
-		if (commit_wait > 0 && !rg_worker.has_clock)
+		rg_worker.has_lease = (strcmp(PQgetvalue(res, 0, 2), "t") == 0);
+		if (commit_wait > 0 && !rg_worker.has_lease)
 		{
 			ereport(LOG,
-					(errmsg("replica_gate on the primary predates commit_clock(): strong reads on this standby ask the primary every time"),
+					(errmsg("replica_gate on the primary predates grant_lease(): strong reads on this standby ask the primary every time"),
 					 errhint("Run ALTER EXTENSION replica_gate UPDATE on the primary, in the database the question connects to; it takes effect when the question connection opens again (end the primary's \"replica_gate question\" session with pg_terminate_backend(), or restart this standby).")));
 			commit_wait = 0;
 		}
@@ -560,15 +576,16 @@ rg_question_put(TimestampTz deadline, RgTarget *answer, RgAnswerClocks *clocks)
 {
 	RgQuestionFailure *why = &rg_worker.why;
 	PGresult   *res;
+	char		sender[16];
 	bool		ok = false;
 
 	if (!rg_worker.prepared)
 	{
 		res = rg_question_result(rg_worker.conn,
 								 rg_remote_query(rg_worker.conn,
-												 rg_worker.has_clock ?
-												 RG_QUESTION_PREPARE_SQL(RG_QUESTION_CLOCK) :
-												 RG_QUESTION_PREPARE_SQL(RG_QUESTION_WALL),
+												 rg_worker.has_lease ?
+												 RG_QUESTION_LEASE_SQL :
+												 RG_QUESTION_NO_LEASE_SQL,
 												 deadline, RG_QUESTION_WORKER_EVENT),
 								 PGRES_COMMAND_OK, 0, why);
 		if (res == NULL)
@@ -576,14 +593,16 @@ rg_question_put(TimestampTz deadline, RgTarget *answer, RgAnswerClocks *clocks)
 		PQclear(res);
 		rg_worker.prepared = true;
 	}
+	snprintf(sender, sizeof(sender), "%d", (int) rg_upstream_sender_pid());
 	res = rg_question_result(rg_worker.conn,
 							 rg_remote_execute(rg_worker.conn, RG_QUESTION_NAME,
-											   deadline, RG_QUESTION_WORKER_EVENT),
-							 PGRES_TUPLES_OK, 4, why);
+											   sender, deadline,
+											   RG_QUESTION_WORKER_EVENT),
+							 PGRES_TUPLES_OK, 5, why);
 	if (res == NULL)
 		return false;
 	if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0) || PQgetisnull(res, 0, 1) ||
-		PQgetisnull(res, 0, 2))
+		PQgetisnull(res, 0, 2) || PQgetisnull(res, 0, 4))
 	{
 		*why = RG_QUESTION_REFUSED;
 		ereport(rg_question_log_level(*why),
@@ -614,6 +633,7 @@ rg_question_put(TimestampTz deadline, RgTarget *answer, RgAnswerClocks *clocks)
 			(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
 		clocks->paying = !PQgetisnull(res, 0, 3) &&
 			strcmp(PQgetvalue(res, 0, 3), "on") == 0;
+		clocks->leased = strcmp(PQgetvalue(res, 0, 4), "t") == 0;
 		ok = true;
 	}
 	PQclear(res);
@@ -681,6 +701,30 @@ rg_question_answer(void)
 }
 
 /*
+ * rg_question_report_apply
+ *		While the primary may count this standby as a lease holder, make the
+ *		WAL receiver report the apply position as soon as replay has moved
+ *		(it reports every wal_receiver_status_interval otherwise): the
+ *		primary's paying commits wait for that report.  Returns how long to
+ *		sleep at most before looking again, in milliseconds (-1: no limit).
+ */
+static long
+rg_question_report_apply(void)
+{
+	XLogRecPtr	replayed;
+
+	if (!rg_proof_lease_live())
+		return -1;
+	replayed = GetXLogReplayRecPtr(NULL);
+	if (replayed != rg_worker.reported)
+	{
+		rg_worker.reported = replayed;
+		WalRcvForceReply();
+	}
+	return RG_QUESTION_REPORT_MS;
+}
+
+/*
  * rg_question_main
  *		The question worker: wait for a question to be requested or for the
  *		upstream question to be wanted, answer it, publish the answer;
@@ -714,6 +758,7 @@ rg_question_main(Datum arg)
 		XLogRecPtr	start;
 		bool		upstream;
 		int64		refresh_in;
+		long		report_ms;
 
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
@@ -770,18 +815,21 @@ rg_question_main(Datum arg)
 			rg_question_answer_upstream(&key, start);
 		if (n != 0)
 			rg_question_answer();
+		report_ms = rg_question_report_apply();
 		if (n == 0 && !upstream)
 		{
+			long		timeout = refresh_in < 0 ? RG_QUESTION_IDLE_MS :
+				Min((refresh_in + 999) / 1000, RG_QUESTION_IDLE_MS);
 			int			rc;
 
+			if (report_ms >= 0)
+				timeout = Min(timeout, report_ms);
 			/* idle: notice a connection the primary closed */
 			rc = WaitLatchOrSocket(MyLatch,
 								   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
 								   (rg_worker.conn != NULL ? WL_SOCKET_READABLE : 0),
 								   rg_worker.conn != NULL ? PQsocket(rg_worker.conn) : PGINVALID_SOCKET,
-								   refresh_in < 0 ? RG_QUESTION_IDLE_MS :
-								   Min((refresh_in + 999) / 1000, RG_QUESTION_IDLE_MS),
-								   RG_QUESTION_WORKER_EVENT);
+								   timeout, RG_QUESTION_WORKER_EVENT);
 			if ((rc & WL_SOCKET_READABLE) &&
 				(!PQconsumeInput(rg_worker.conn) || PQstatus(rg_worker.conn) == CONNECTION_BAD))
 				rg_question_close();

@@ -29,7 +29,8 @@ extern PGconn *rg_remote_connect(RgRemoteOptions *options, TimestampTz deadline,
 extern PGresult *rg_remote_query(PGconn *conn, const char *query,
 								 TimestampTz deadline, uint32 wait_event);
 extern PGresult *rg_remote_execute(PGconn *conn, const char *name,
-								   TimestampTz deadline, uint32 wait_event);
+								   const char *param, TimestampTz deadline,
+								   uint32 wait_event);
 extern void rg_remote_finish(PGconn *conn);
 
 #endif							/* RG_REMOTE_H */

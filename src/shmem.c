@@ -3,8 +3,8 @@
  * shmem.c
  *		Shared memory of replica_gate (the waiter registry, before 19, the
  *		gate statistics, what the upstream is, the question to the primary
- *		and what its answers prove): requesting it at preload and creating
- *		it at startup.
+ *		and what its answers prove, the primary's leases): requesting it at
+ *		preload and creating it at startup.
  *
  *-------------------------------------------------------------------------
  */
@@ -16,6 +16,7 @@
 #include "storage/shmem.h"
 
 #include "commit_wait.h"
+#include "lease.h"
 #include "proof.h"
 #include "question.h"
 #include "shmem.h"
@@ -43,6 +44,7 @@ rg_shmem_request(void)
 											 rg_upstream_shmem_size()),
 									add_size(rg_question_shmem_size(),
 											 rg_proof_shmem_size())));
+	RequestAddinShmemSpace(rg_lease_shmem_size());
 #ifndef RG_HAVE_CORE_WAIT
 	RequestAddinShmemSpace(rg_registry_shmem_size());
 	RequestNamedLWLockTranche("replica_gate", 1);
@@ -67,6 +69,7 @@ rg_shmem_startup(void)
 	rg_upstream_shmem_init();
 	rg_question_shmem_init();
 	rg_proof_shmem_init();
+	rg_lease_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 	if (!IsUnderPostmaster)
 		rg_commit_wait_startup();

@@ -141,7 +141,7 @@ rg_token_utility_done(Node *parsetree)
 		((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED)
 	{
 		rg_token_set(XactLastRecEnd);
-		rg_commit_wait_note();
+		rg_commit_wait_note(XactLastRecEnd);
 	}
 }
 

@@ -61,19 +61,21 @@
 #define RG_UPSTREAM_RETRY_MS		1000
 
 /*
- * Does the server asked stream to us?  The arguments: the WAL receiver's
- * application_name as a literal, and RG_SENDER_QUERY_PATTERN for the start
- * point and timeline of its START_REPLICATION (printed as libpqwalreceiver
- * prints them, as pg_lsn does on each version).
+ * Does the server asked stream to us?  Its wal_writer_delay (NULL: it is in
+ * recovery), and how many of its WAL senders match ours, with the pid of
+ * one.  The arguments: the WAL receiver's application_name as a literal,
+ * and RG_SENDER_QUERY_PATTERN for the start point and timeline of its
+ * START_REPLICATION (printed as libpqwalreceiver prints them, as pg_lsn
+ * does on each version).
  */
 #define RG_UPSTREAM_SQL \
-	"SELECT pg_catalog.current_setting('wal_writer_delay')," \
-	" EXISTS (SELECT FROM pg_catalog.pg_stat_activity" \
+	"SELECT CASE WHEN NOT pg_catalog.pg_is_in_recovery()" \
+	" THEN pg_catalog.current_setting('wal_writer_delay') END, count(*), min(pid)" \
+	" FROM pg_catalog.pg_stat_activity" \
 	" WHERE backend_type = 'walsender' AND datid IS NULL" \
 	" AND application_name = %s AND client_port IS NOT NULL" \
 	" AND client_addr IS NOT DISTINCT FROM pg_catalog.inet_client_addr()" \
-	" AND coalesce(query, '') LIKE '%s')" \
-	" WHERE NOT pg_catalog.pg_is_in_recovery()"
+	" AND coalesce(query, '') LIKE '%s'"
 
 typedef enum RgUpstreamState
 {
@@ -92,6 +94,7 @@ typedef struct RgUpstream
 	RgUpstreamState state;
 	TimestampTz answered_at;	/* when the sender answered */
 	int64		unflushed_us;	/* a primary's 3 * wal_writer_delay */
+	pid_t		sender_pid;		/* a primary's WAL sender, 0: not one alone */
 	TimestampTz retry_after;	/* UNKNOWN after a failure: not before then */
 } RgUpstream;
 
@@ -226,6 +229,28 @@ rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,
 	return primary;
 }
 
+/*
+ * rg_upstream_sender_pid
+ *		In the question worker: the pid, on the primary, of the WAL sender
+ *		that streams to the WAL receiver's current connection, if that is
+ *		known to be the primary's and no other WAL sender matched it; else
+ *		0.  A lease is granted to that WAL sender (lease.c).
+ */
+pid_t
+rg_upstream_sender_pid(void)
+{
+	RgReceiver	rcv;
+	pid_t		pid = 0;
+
+	rg_upstream_read_receiver(&rcv);
+	SpinLockAcquire(&rg_upstream->mutex);
+	if (rg_upstream_same_key(&rg_upstream->key, &rcv.connection) &&
+		rg_upstream->state == RG_UPSTREAM_PRIMARY)
+		pid = rg_upstream->sender_pid;
+	SpinLockRelease(&rg_upstream->mutex);
+	return pid;
+}
+
 /* The question worker starts (its latch) or leaves (NULL). */
 void
 rg_upstream_attach(Latch *worker)
@@ -328,6 +353,7 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 	RgUpstreamState state = in_recovery ? RG_UPSTREAM_STANDBY : RG_UPSTREAM_UNKNOWN;
 	int			level = rg_upstream_same_key(&logged, key) ? DEBUG1 : LOG;
 	int64		unflushed_us = 0;
+	pid_t		sender_pid = 0;
 	PGresult   *res = NULL;
 	char	   *name = NULL;
 	TimestampTz now;
@@ -341,7 +367,7 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 															   key->tli)),
 							  deadline, wait_event);
 	if (conn != NULL && (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK ||
-						 PQnfields(res) != 2))
+						 PQnfields(res) != 3 || PQntuples(res) != 1))
 	{
 		ok = false;
 		ereport(level,
@@ -353,9 +379,9 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 	}
 	else if (res == NULL)
 		;						/* no server to ask: the caller logged why */
-	else if (PQntuples(res) == 0)
+	else if (PQgetisnull(res, 0, 0))
 		state = RG_UPSTREAM_STANDBY;	/* in recovery since it connected */
-	else if (strcmp(PQgetvalue(res, 0, 1), "t") != 0)
+	else if (strcmp(PQgetvalue(res, 0, 1), "0") == 0)
 		ereport(level,
 				(errmsg("replica_gate finds no WAL sender streaming to this standby on the primary"),
 				 errdetail("Until it does, this standby counts as streaming from another server: its staleness is unknown."),
@@ -365,6 +391,9 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 	{
 		state = RG_UPSTREAM_PRIMARY;
 		unflushed_us = 3 * (int64) delay_ms * 1000;
+		/* the lease goes to the WAL sender only if it is the only match */
+		if (strcmp(PQgetvalue(res, 0, 1), "1") == 0)
+			sender_pid = atoi(PQgetvalue(res, 0, 2));
 	}
 	PQclear(res);
 	if (level == LOG && state != RG_UPSTREAM_PRIMARY && conn != NULL)
@@ -376,6 +405,7 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 	rg_upstream->state = state;
 	rg_upstream->answered_at = now;
 	rg_upstream->unflushed_us = unflushed_us;
+	rg_upstream->sender_pid = sender_pid;
 	rg_upstream->retry_after = TimestampTzPlusMilliseconds(now, RG_UPSTREAM_RETRY_MS);
 	SpinLockRelease(&rg_upstream->mutex);
 	return ok;

@@ -43,6 +43,7 @@ extern bool rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,
 /* For the question worker, which finds the answer */
 extern void rg_upstream_attach(Latch *worker);
 extern void rg_upstream_forget(void);
+extern pid_t rg_upstream_sender_pid(void);
 extern bool rg_upstream_wanted(RgUpstreamKey *key, XLogRecPtr *start);
 extern bool rg_upstream_check(PGconn *conn, bool in_recovery,
 							  const RgUpstreamKey *key, XLogRecPtr start,

@@ -7,8 +7,8 @@ primary's clock looks like to the standby.
 
 Usage: rg_proxy.py LISTEN_SOCKET SERVER_SOCKET HOLD_FILE [CLOCK_RATE]
   HOLD_FILE:  the server's replies are held while this file exists;
-  CLOCK_RATE: the primary's commit_clock() in each answer of the
-              question (a row of four columns whose first is a token)
+  CLOCK_RATE: the primary's commit clock in each answer of the
+              question (a row of five columns whose first is a token)
               is made to advance at this rate (2: twice as fast), from
               the first answer on.
 Prints "listening" once it accepts connections.
@@ -28,10 +28,10 @@ TOKEN = re.compile(rb"^[0-9]+:[0-9A-F]+/[0-9A-F]+$")
 def scaled(message):
     """A DataRow of the question with its clock scaled; others as they are."""
     global origin
-    if message[0:1] != b"D" or struct.unpack("!h", message[5:7])[0] != 4:
+    if message[0:1] != b"D" or struct.unpack("!h", message[5:7])[0] != 5:
         return message
     columns, offset = [], 7
-    for _ in range(4):
+    for _ in range(5):
         size = struct.unpack("!i", message[offset:offset + 4])[0]
         offset += 4
         columns.append(None if size < 0 else message[offset:offset + size])
@@ -42,7 +42,7 @@ def scaled(message):
     if origin is None:
         origin = clock
     columns[1] = str(int(origin + (clock - origin) * rate)).encode()
-    body = struct.pack("!h", 4) + b"".join(
+    body = struct.pack("!h", len(columns)) + b"".join(
         struct.pack("!i", -1) if c is None else struct.pack("!i", len(c)) + c
         for c in columns)
     return b"D" + struct.pack("!i", len(body) + 4) + body

@@ -1,9 +1,13 @@
-# Strong reads without a round trip: the primary makes its commits wait
-# replica_gate.commit_wait (50 ms here) before acknowledging them, and a
-# standby whose newest answer of the primary is younger than that serves a
-# strong read with that answer as its target, asking nothing (proof.c).
-# The standby replays 100 ms behind (recovery_min_apply_delay), so that a
-# read that trusted an answer too old would miss a write.
+# Strong reads without a round trip: the primary makes its commits wait for
+# the standbys that hold a lease to apply them, at most
+# replica_gate.commit_wait (400 ms here), before acknowledging them, and a
+# standby whose newest answer of the primary granted it a lease and is
+# younger than that serves a strong read with that answer as its target,
+# asking nothing (proof.c, lease.c).  The standbys replay 100 ms behind
+# (recovery_min_apply_delay), so that a read that trusted an answer too old,
+# or a commit acknowledged before they applied it, would miss a write; and
+# so each paying commit waits at least 100 ms.  Strong reads run on both
+# standbys in the background throughout, so that they hold leases.
 #
 #   - a history checker over strong reads (simple protocol, prepared
 #     statements, pipelines) finds no read missing a write acknowledged
@@ -43,7 +47,7 @@ use Test::More;
 use Time::HiRes qw(gettimeofday tv_interval usleep);
 
 my ($primary, $standby) = rg_primary_standby(
-	primary_conf => "autovacuum = off\nreplica_gate.commit_wait = '50ms'\n",
+	primary_conf => "autovacuum = off\nreplica_gate.commit_wait = '400ms'\n",
 	standby_conf => "recovery_min_apply_delay = '100ms'\n");
 $primary->safe_psql('postgres', q{
 CREATE TABLE counter (v int);
@@ -76,7 +80,22 @@ $fast->start;
 $primary->wait_for_catchup($fast->name, 'replay');
 
 is($primary->safe_psql('postgres', 'SELECT commit_wait FROM replica_gate.status()'),
-	'00:00:00.05', 'the primary reports its commit wait');
+	'00:00:00.4', 'the primary reports its commit wait');
+
+# Background strong reads on both standbys, 20 a second, each in a session
+# of its own (a read that fails does not end them): the standbys hold
+# leases from now on.
+my @background;
+for my $node ($standby, $fast)
+{
+	my $psql = join ' ', 'psql', '-XAtq', '-U', 'reader', '-h', $node->host, '-p', $node->port,
+	  '-d', 'postgres', '-c', "'SELECT v FROM counter'";
+	push @background, IPC::Run::start(
+		[ 'bash', '-c', "while :; do $psql >/dev/null 2>&1; sleep 0.05; done" ]);
+}
+$primary->poll_query_until('postgres',
+	'SELECT count(*) = 2 FROM replica_gate.leases() WHERE expires_in_ms > 0')
+  or die 'the standbys hold no leases';
 
 # --- the commit wait ---------------------------------------------------------
 # psql's \timing: the statement's round trip, its commit included; the
@@ -93,7 +112,7 @@ my $timed = sub {
 	return (sort { $a <=> $b } @ms)[0];
 };
 my $paying = $timed->('UPDATE counter SET v = v');
-cmp_ok($paying, '>=', 50, "a paying commit waits out the commit wait ($paying ms)");
+cmp_ok($paying, '>=', 50, "a paying commit waits for the lease holders to apply it ($paying ms)");
 my $free = $timed->("SET replica_gate.pay_commit_wait = off;\nUPDATE counter SET v = v");
 cmp_ok($free, '<', 50, "with replica_gate.pay_commit_wait off it does not ($free ms)");
 my $walsender = $timed->('UPDATE counter SET v = v',
@@ -270,7 +289,7 @@ $primary->poll_query_until('postgres', 'SELECT count(*) = 20 FROM applied')
 my $applied = tv_interval($applying);
 # The 20th transaction is visible when its wait begins: 19 waits at least.
 cmp_ok($applied, '>=', 19 * 0.05,
-	"the apply worker waits out each transaction's commit wait (20 in $applied s)");
+	"the apply worker waits for the lease holders after each transaction (20 in $applied s)");
 $primary->safe_psql('postgres', 'DROP SUBSCRIPTION rg_sub');
 $pub->stop;
 
@@ -320,5 +339,6 @@ like($err, qr/gate of the statement on a standby, for replica_gate.consistency =
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');
+$_->kill_kill foreach @background;
 $proxy->kill_kill;
 done_testing();

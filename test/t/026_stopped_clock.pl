@@ -100,9 +100,10 @@ my $writer = rg_bg_start($primary,
 	[ 'SET replica_gate.pay_commit_wait = off',
 	  map { 'INSERT INTO ticks VALUES (1); SELECT pg_sleep(0.02)' } 1 .. 60 ], 'writer');
 $primary->safe_psql('postgres', 'UPDATE t SET v = 2');
+is($primary->safe_psql('postgres', 'SELECT count(behind) FROM replica_gate.leases()'), '1',
+	"the commit was acknowledged once the frozen standby's lease expired, unapplied");
 usleep(200_000);
 my $paused = tv_interval($frozen);
-cmp_ok($paused, '>=', 1, "the commit was acknowledged while the standby was frozen ($paused s)");
 
 # Its clocks resume where they stopped; everything but the worker runs again.
 open my $fh, '>', $offset or die "could not write $offset: $!";

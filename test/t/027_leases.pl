@@ -1,0 +1,192 @@
+# Leases: a paying commit waits for the standbys that hold a lease (those
+# that serve strong reads without asking) to apply it, or for their leases
+# to expire, and never longer than replica_gate.commit_wait (200 ms here).
+#
+#   - the first paying commit of a server waits the full W (it cannot know
+#     the leases a predecessor granted), and so does the first after a
+#     promotion;
+#   - with no standby holding a lease, a paying commit does not wait;
+#   - with a healthy standby serving strong reads, which applies 30 ms late
+#     (so that the WAL receiver's own replies, sent when WAL arrives, come
+#     before the apply), a paying commit waits well under W: the standby's
+#     WAL receiver reports its apply position as soon as replay moves
+#     (wal_receiver_status_interval is 10 s); the strong read after it is
+#     served locally and sees it;
+#   - a lease holder whose replay is paused: the next commit waits for its
+#     lease to expire (not less), the strong read after it never returns the
+#     value from before (the standby lost its lease: it asks, and fails with
+#     RG001), and commits after that do not wait (it gets no new lease until
+#     it has applied the commit it let wait);
+#   - a lease holder frozen (SIGSTOP): commits wait at most W once, then not
+#     at all; thawed, its first strong read does not return an old value;
+#   - replica_gate.leases() on the primary shows the lease and its standby's
+#     apply position.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RgTest;
+use Test::More;
+use Time::HiRes qw(gettimeofday tv_interval usleep);
+
+my $W = 200;
+my ($primary, $standby) = rg_primary_standby(
+	primary_conf => "autovacuum = off\nreplica_gate.commit_wait = '${W}ms'\n",
+	standby_conf => "wal_receiver_status_interval = '10s'\nrecovery_min_apply_delay = '30ms'\n");
+$primary->safe_psql('postgres', q{
+CREATE TABLE counter (v int);
+INSERT INTO counter VALUES (0);
+CREATE ROLE reader LOGIN;
+GRANT SELECT ON counter TO reader;
+ALTER ROLE reader SET replica_gate.consistency = 'strong';
+ALTER ROLE reader SET replica_gate.default_timeout = '300ms';
+});
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# A paying commit's round trip, in ms (psql's \timing).
+my $commit_ms = sub {
+	my ($node) = @_;
+	my $out = ($node // $primary)->safe_psql('postgres',
+		"\\timing on\nUPDATE counter SET v = v + 1");
+	return ($out =~ /Time: ([0-9.]+) ms\s*$/) ? $1 : 1e9;
+};
+# A strong read on the standby: its value, or its error.
+my $strong_read = sub {
+	my ($node) = @_;
+	my ($ret, $out, $err) = ($node // $standby)->psql('postgres',
+		"\\set VERBOSITY verbose\nSELECT v FROM counter", extra_params => [ '-U', 'reader' ]);
+	return $ret == 0 ? $out : "error: $err";
+};
+my $local_reads = sub {
+	return ($_[0] // $standby)->safe_psql('postgres',
+		'SELECT strong_reads_local FROM replica_gate.stats');
+};
+my $leases = sub {
+	return $primary->safe_psql('postgres',
+		'SELECT count(*) FILTER (WHERE expires_in_ms > 0), count(behind) FROM replica_gate.leases()');
+};
+# Strong reads until the standby holds a lease granted less than W / 2 ago
+# (it must first show, at two questions W / 2 apart, that it keeps up).
+my $hold_lease = sub {
+	my $held;
+	for (1 .. 100)
+	{
+		$strong_read->();
+		$held = $primary->safe_psql('postgres',
+			"SELECT count(*) FILTER (WHERE expires_in_ms > $W / 2), count(behind) FROM replica_gate.leases()");
+		last if $held eq '1|0';
+	}
+	return $held;
+};
+
+# --- a new server knows no leases: its first W waits W --------------------------
+# (the setup's commits were the first: start the primary anew)
+$primary->restart;
+my $first = $commit_ms->();
+cmp_ok($first, '>=', $W, "the server's first paying commit waits W ($first ms)");
+usleep($W * 1000);
+my $alone = $commit_ms->();
+cmp_ok($alone, '<', $W / 2, "with no standby holding a lease, a paying commit does not wait ($alone ms)");
+
+# --- a healthy lease holder ------------------------------------------------------
+# Strong reads make the standby ask, and its answers grant it a lease.
+like($hold_lease->(), qr/^1\|0$/, 'the standby holds a lease');
+my @held;
+my $misses = 0;
+for (1 .. 5)
+{
+	$strong_read->();
+	push @held, $commit_ms->();
+	my $v = $primary->safe_psql('postgres', 'SELECT v FROM counter');
+	$misses++ if $strong_read->() ne $v;
+}
+@held = sort { $a <=> $b } @held;
+cmp_ok($held[2], '<', $W / 2,
+	"with a healthy lease holder a paying commit waits its apply, not W (median $held[2] ms)");
+is($misses, 0, 'the strong read after each commit sees it');
+cmp_ok($local_reads->(), '>', 0, 'and strong reads are served without a question');
+
+# --- a lease holder that stops applying -------------------------------------------
+# Replay paused, the standby holds a fresh lease; the commit's session
+# grants its WAL sender one more just before it commits, as a question
+# would (so that the commit finds it live however slow the machine).
+$hold_lease->();
+rg_pause_replay($standby);
+$hold_lease->();
+my $before = $primary->safe_psql('postgres', 'SELECT v FROM counter');
+my ($paused) = $primary->safe_psql('postgres', qq{
+SELECT granted FROM replica_gate.grant_lease(
+  (SELECT pid FROM pg_stat_replication WHERE application_name = '@{[ $standby->name ]}'));
+\\timing on
+UPDATE counter SET v = v + 1}) =~ /Time: ([0-9.]+) ms\s*$/;
+cmp_ok($paused, '>=', $W / 4,
+	"replay paused on a lease holder: the commit waits for its lease ($paused ms)");
+cmp_ok($paused, '<', $W + 100, 'but not more than W');
+my $after = $strong_read->();
+like($after, qr/RG001/,
+	'the strong read after it does not return the old value: the standby asks, and fails')
+  or diag("value before the commit: $before");
+like($leases->(), qr/\|1$/, 'the standby that let the commit wait is marked behind');
+my $unleased = $commit_ms->();
+cmp_ok($unleased, '<', $W / 2, "the next commit does not wait ($unleased ms)");
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+$primary->wait_for_catchup($standby->name, 'replay');
+like($hold_lease->(), qr/^1\|0$/, 'caught up and keeping up, it holds a lease again');
+
+# --- a lease holder frozen ----------------------------------------------------------
+$hold_lease->();
+my @frozen = ($standby->{_pid},
+	split /\n/, `ps -o pid= --ppid $standby->{_pid}`);
+kill 'STOP', @frozen;
+my $cut = $commit_ms->();
+usleep(3 * $W * 1000);
+my $after_cut = $commit_ms->();
+kill 'CONT', @frozen;
+cmp_ok($cut, '<', $W + 100, "a frozen lease holder delays a commit at most W ($cut ms)");
+cmp_ok($after_cut, '<', $W / 2, "and later commits not at all ($after_cut ms)");
+my $v = $primary->safe_psql('postgres', 'SELECT v FROM counter');
+like($strong_read->(), qr/^$v$|RG001/, 'thawed, its strong read sees the last write or fails');
+
+# --- a standby that lags more than W ------------------------------------------------
+# It applies 500 ms late: under writes (commits that do not pay, every 20 ms)
+# it never shows that it keeps up, so it gets no lease, its strong reads all
+# ask, and paying commits do not wait for it.
+$primary->backup('slow_base');
+my $slow = PostgreSQL::Test::Cluster->new('slow');
+$slow->init_from_backup($primary, 'slow_base', has_streaming => 1);
+$slow->append_conf('postgresql.conf', "recovery_min_apply_delay = '500ms'\n");
+$slow->start;
+$primary->wait_for_catchup($slow->name, 'replay');
+$slow->safe_psql('postgres', 'SELECT replica_gate.stats_reset()');
+my $ticks = rg_bg_start($primary,
+	[ 'SET replica_gate.pay_commit_wait = off',
+	  map { 'UPDATE counter SET v = v; SELECT pg_sleep(0.02)' } 1 .. 6000 ], 'ticks');
+my ($slow_stale, $slow_commit) = (0, 0);
+for (1 .. 20)
+{
+	my $ms = $commit_ms->();
+	$slow_commit = $ms if $ms > $slow_commit;
+	my $v = $primary->safe_psql('postgres', 'SELECT v FROM counter');
+	my $read = $strong_read->($slow);
+	$slow_stale++ if $read =~ /^\d+$/ && $read < $v;
+}
+$ticks->{run}->kill_kill;
+is($local_reads->($slow), '0', 'a standby 500 ms behind serves no strong read without a question');
+is($slow_stale, 0, 'none of its strong reads returned a value from before the commit');
+cmp_ok($slow_commit, '<', $W / 2, "and paying commits do not wait for it (at most $slow_commit ms)");
+$slow->stop;
+
+# --- a promoted standby waits W at first ---------------------------------------------
+$primary->wait_for_catchup($standby->name, 'replay');
+$primary->stop;
+$standby->promote;
+$standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()');
+my $promoted = $commit_ms->($standby);
+cmp_ok($promoted, '>=', $W, "the first paying commit after a promotion waits W ($promoted ms)");
+
+done_testing();
