@@ -460,26 +460,6 @@ rg_proof_use(RgTarget *answer)
 }
 
 /*
- * rg_proof_lease_live
- *		In the worker: may the primary still count this standby as holding
- *		a lease?  Then its apply position must reach the primary promptly:
- *		commits wait for it.  The lease runs W on the primary's clock from
- *		after the question was asked; twice W on this one covers it, with
- *		any rate the clock check lets pass.
- */
-bool
-rg_proof_lease_live(void)
-{
-	bool		live;
-
-	SpinLockAcquire(&rg_proof->mutex);
-	live = rg_proof->asked != 0 && rg_proof->clocks.leased &&
-		rg_clock_us() - rg_proof->asked < 2 * rg_proof->commit_wait_ms * (int64) 1000;
-	SpinLockRelease(&rg_proof->mutex);
-	return live;
-}
-
-/*
  * rg_proof_age_us
  *		How long ago the newest answer was asked, if this standby at
  *		"position" on timeline "tli" has replayed it: this standby then has

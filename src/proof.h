@@ -34,7 +34,6 @@ extern void rg_proof_answered(const RgTarget *answer, int64 asked,
 							  const RgAnswerClocks *clocks);
 extern int64 rg_proof_refresh_in(void);
 extern bool rg_proof_use(RgTarget *answer);
-extern bool rg_proof_lease_live(void);
 extern bool rg_proof_age_us(XLogRecPtr position, TimeLineID tli, bool want,
 							int64 *us);
 

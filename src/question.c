@@ -32,9 +32,9 @@
  * the gate, like any token's.  Each answer also carries the primary's
  * clocks, for proof.c's check of the clocks' rates and of this standby's
  * clock stopping, whether its sessions pay the commit wait by default, and
- * whether it granted the lease.  While the standby may hold one, the worker
- * makes the WAL receiver report the apply position as soon as replay moves
- * (rg_question_report_apply): the primary's paying commits wait for it.
+ * whether it granted the lease.  The primary learns when this standby has
+ * applied a commit from its WAL receiver's replies (src/README.md,
+ * "Leases").
  *
  * Without a question.  A backend first looks whether a recent answer still
  * covers its read (proof.c): then it takes that answer and asks nothing.
@@ -87,9 +87,6 @@
 
 /* How often an idle worker looks whether the server left recovery. */
 #define RG_QUESTION_IDLE_MS		1000
-
-/* How often a lease holder looks whether replay moved (rg_question_report_apply). */
-#define RG_QUESTION_REPORT_MS	1
 
 /*
  * What a new connection checks once (the server stays what it is for the
@@ -170,7 +167,6 @@ static struct
 	bool		prepared;		/* the question is prepared on it */
 	bool		has_lease;		/* the primary has grant_lease() */
 	pid_t		receiver;		/* the WAL receiver it is opened for */
-	XLogRecPtr	reported;		/* replay position last reported for a lease */
 	char	   *settings;		/* primary_conninfo, replica_gate's, likewise */
 	TimestampTz retry_after;	/* no new attempt before then */
 	RgQuestionFailure why;		/* the last failure */
@@ -701,30 +697,6 @@ rg_question_answer(void)
 }
 
 /*
- * rg_question_report_apply
- *		While the primary may count this standby as a lease holder, make the
- *		WAL receiver report the apply position as soon as replay has moved
- *		(it reports every wal_receiver_status_interval otherwise): the
- *		primary's paying commits wait for that report.  Returns how long to
- *		sleep at most before looking again, in milliseconds (-1: no limit).
- */
-static long
-rg_question_report_apply(void)
-{
-	XLogRecPtr	replayed;
-
-	if (!rg_proof_lease_live())
-		return -1;
-	replayed = GetXLogReplayRecPtr(NULL);
-	if (replayed != rg_worker.reported)
-	{
-		rg_worker.reported = replayed;
-		WalRcvForceReply();
-	}
-	return RG_QUESTION_REPORT_MS;
-}
-
-/*
  * rg_question_main
  *		The question worker: wait for a question to be requested or for the
  *		upstream question to be wanted, answer it, publish the answer;
@@ -758,7 +730,6 @@ rg_question_main(Datum arg)
 		XLogRecPtr	start;
 		bool		upstream;
 		int64		refresh_in;
-		long		report_ms;
 
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
@@ -815,21 +786,18 @@ rg_question_main(Datum arg)
 			rg_question_answer_upstream(&key, start);
 		if (n != 0)
 			rg_question_answer();
-		report_ms = rg_question_report_apply();
 		if (n == 0 && !upstream)
 		{
-			long		timeout = refresh_in < 0 ? RG_QUESTION_IDLE_MS :
-				Min((refresh_in + 999) / 1000, RG_QUESTION_IDLE_MS);
 			int			rc;
 
-			if (report_ms >= 0)
-				timeout = Min(timeout, report_ms);
 			/* idle: notice a connection the primary closed */
 			rc = WaitLatchOrSocket(MyLatch,
 								   WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH |
 								   (rg_worker.conn != NULL ? WL_SOCKET_READABLE : 0),
 								   rg_worker.conn != NULL ? PQsocket(rg_worker.conn) : PGINVALID_SOCKET,
-								   timeout, RG_QUESTION_WORKER_EVENT);
+								   refresh_in < 0 ? RG_QUESTION_IDLE_MS :
+								   Min((refresh_in + 999) / 1000, RG_QUESTION_IDLE_MS),
+								   RG_QUESTION_WORKER_EVENT);
 			if ((rc & WL_SOCKET_READABLE) &&
 				(!PQconsumeInput(rg_worker.conn) || PQstatus(rg_worker.conn) == CONNECTION_BAD))
 				rg_question_close();

@@ -126,7 +126,7 @@ cmp_ok($proc, '>=', 50, 'but they do wait');
 # --- no client hears of a commit before its wait -------------------------------
 # Whatever the first message after a paying commit is (an error, a notice,
 # the CommandComplete a Flush asks for, the token's ParameterStatus), it
-# leaves the primary only once the commit wait has passed; the statement
+# leaves the primary only once the lease holders have applied it; the statement
 # after it is not charged for it.  rg_ack.py times each message as it
 # arrives; each case runs three times.
 $primary->safe_psql('postgres', q{
@@ -270,7 +270,7 @@ frozen_answers($fast, 'fast primary clock, answers stopped');
 
 # --- background workers pay too ----------------------------------------------------
 # Logical replication's apply worker on this primary commits what another
-# server publishes: each applied transaction waits out the commit wait, at
+# server publishes: each applied transaction waits for the lease holders, at
 # its end, before the worker goes on.
 my $pub = PostgreSQL::Test::Cluster->new('publisher');
 $pub->init(allows_streaming => 'logical');

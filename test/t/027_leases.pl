@@ -7,10 +7,10 @@
 #     promotion;
 #   - with no standby holding a lease, a paying commit does not wait;
 #   - with a healthy standby serving strong reads, which applies 30 ms late
-#     (so that the WAL receiver's own replies, sent when WAL arrives, come
-#     before the apply), a paying commit waits well under W: the standby's
-#     WAL receiver reports its apply position as soon as replay moves
-#     (wal_receiver_status_interval is 10 s); the strong read after it is
+#     (so that the WAL receiver's replies sent when the WAL arrives come
+#     before the apply), a paying commit waits its apply, well under W: the
+#     standby reports it when replay has caught up, however long
+#     wal_receiver_status_interval (10 s here); the strong read after it is
 #     served locally and sees it;
 #   - a lease holder whose replay is paused: the next commit waits for its
 #     lease to expire (not less), the strong read after it never returns the
