@@ -16,15 +16,16 @@
  * to expire.
  *
  * Standbys that would make commits wait for nothing get no lease.  A
- * standby must first show that it keeps up: at its questions, at least W / 2
- * apart, the primary notes its insert position, and grants leases only
- * while the standby had applied the position noted at the last such check
- * by the next one, at most 3 W / 2 later (its question worker asks about
- * every W / 2 while strong reads happen): its replay lags less than that.  One whose WAL sender is not streaming gets none, and
- * neither does one that let a paying commit wait out its lease or W without
+ * standby must first show that it keeps up: at its questions, at least
+ * W / 2 apart, the primary notes its insert position, and grants leases
+ * only while the standby had applied the position noted at the last such
+ * question by the next one, at most 3 W / 2 later (its question worker
+ * asks about every W / 2 while strong reads happen): its replay lags less
+ * than that.  One whose WAL sender is not streaming gets none, and neither
+ * does one that let a paying commit wait out its lease or W without
  * applying it, until it has applied that commit and kept up again.  So a
- * standby that is cut off, frozen, paused, held back by a recovery conflict
- * or set to apply with a delay longer than W / 2 costs the commits of one
+ * standby that is cut off, frozen, paused, held back by a recovery
+ * conflict or set to apply more than 3 W / 2 late costs the commits of one
  * lease at most W, then nothing.
  *
  * The table lives in shared memory, and a server knows nothing of the
