@@ -338,7 +338,7 @@ like($err, qr/gate of the statement on a standby, for replica_gate.consistency =
 	'its context names the bounded mode');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 
-is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');
 $_->kill_kill foreach @background;
+ok($standby->poll_query_until('postgres', 'SELECT replica_gate.waiters() = 0'), 'no waiter left');
 $proxy->kill_kill;
 done_testing();
