@@ -22,7 +22,6 @@ typedef struct RgGuard
 	bool		holds_locks;	/* released, but its statement holds locks */
 	bool		may_unlock;		/* its statement's locks are all it holds */
 	bool		unlocked;		/* and it gave them back to wait */
-	XLogRecPtr	released_at;	/* replay position when it dropped it */
 	XLogRecPtr	conflict_at;	/* replay position of the conflict seen */
 	TimestampTz conflict_since; /* when it was first seen there, or 0 */
 } RgGuard;
@@ -32,6 +31,7 @@ extern void rg_guard_utility(Node *parsetree);
 extern void rg_guard_prepare(RgGuard *guard, FunctionCallInfo fcinfo);
 extern void rg_guard_prepare_statement(RgGuard *guard, bool released);
 extern void rg_guard_begin(RgGuard *guard);
+extern void rg_guard_end(RgGuard *guard);
 extern long rg_guard_poll_ms(const RgGuard *guard);
 extern bool rg_guard_polls_fast(const RgGuard *guard);
 extern bool rg_guard_must_yield(RgGuard *guard);
