@@ -290,5 +290,59 @@ with psycopg.connect(sys.argv[1], autocommit=True) as c:
 	  or diag("stdout: $out");
 }
 
+# Replans nobody needs (issue 40, item 6): a change that cannot alter what
+# the session's statements resolve, replayed before a gate, must not make it
+# plan anything again; one that can, must.  Seen through an IMMUTABLE
+# function that returns the time it is called: the planner folds it into
+# the plan, so a prepared statement's value changes exactly when it is
+# planned again.  One session, its statements gated one after the other
+# while the primary changes things: only catalog changes of another
+# database (a temporary table created and dropped, a table created and
+# analysed there, a database created) before the second EXECUTE; a table
+# created in this database before the third, a new function overload
+# before the fourth.  (A temporary table created in this database still
+# replans: its row type's messages cannot be told from a new type's.)
+{
+	$primary->safe_psql('postgres', q{
+CREATE FUNCTION stamp() RETURNS text IMMUTABLE LANGUAGE plpgsql
+AS $$ BEGIN RETURN clock_timestamp()::text; END $$});
+	$primary->wait_for_catchup($standby->name, 'replay');
+	my ($in, $out, $err) = ('', '', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-XAtq', '-v', 'VERBOSITY=verbose', '-d', "$reader application_name=stamp_reader" ],
+		'<', \$in, '>', \$out, '2>', \$err,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	my $run = sub {
+		my ($sql) = @_;
+		$out = '';
+		$in .= "$sql;\n\\echo __done\n";
+		$h->pump until $out =~ /__done\n/ || $err =~ /ERROR/;
+		die "stamp_reader: $err" if $err =~ /ERROR/;
+		return (split /\n/, $out)[0];
+	};
+	$run->('PREPARE s AS SELECT stamp()');
+	$run->('EXECUTE s');    # the session's first gate plans again: nothing was watched before
+	my $first = $run->('EXECUTE s');
+	is($run->('EXECUTE s'), $first, 'a prepared statement keeps its plan while nothing changes');
+	$primary->safe_psql('other', q{
+CREATE TEMP TABLE churn (v int); DROP TABLE churn;
+CREATE TABLE other_t (v int); INSERT INTO other_t VALUES (1); ANALYZE other_t;
+CREATE TEMP TABLE churn2 (v int);});
+	$primary->safe_psql('postgres', 'CREATE DATABASE other2');
+	$primary->wait_for_catchup($standby->name, 'replay');
+	is($run->('EXECUTE s'), $first,
+		'catalog changes of other databases replayed before the gate: not planned again');
+	$primary->safe_psql('postgres', 'CREATE TABLE new_t (v int)');
+	$primary->wait_for_catchup($standby->name, 'replay');
+	my $second = $run->('EXECUTE s');
+	isnt($second, $first, 'a table created in this database: planned again (it may shadow another)');
+	$primary->safe_psql('postgres',
+		q{CREATE FUNCTION stamp(int) RETURNS text LANGUAGE sql AS 'SELECT 1::text'});
+	$primary->wait_for_catchup($standby->name, 'replay');
+	isnt($run->('EXECUTE s'), $second, 'a new function overload: planned again');
+	$in .= "\\q\n";
+	$h->finish;
+}
+
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');
 done_testing();
