@@ -48,10 +48,13 @@
  * it.  So such a gate also gives back its virtual transaction's lock while
  * it waits, and takes it again before its statement reads: to the startup
  * process its transaction has ended, which is true of everything it could
- * conflict with (it holds no snapshot, no pin).  A backend's lock on its
- * virtual transaction is only ever waited for so (on a standby nobody
- * else waits for it); taking it back before the statement takes a snapshot
- * again makes any later listing wait as usual.  If the wait fails, the
+ * conflict with (it holds no snapshot, no pin).  On a standby only the
+ * startup process looks at that lock: to wait for the backends it listed
+ * for a snapshot or tablespace conflict, and to cancel, once
+ * max_standby_streaming_delay has passed, those holding a lock it needs
+ * (a rule-3 gate with locks gives way within RG_GUARD_LOCK_POLL_MS
+ * instead).  Taking it back before the statement takes a snapshot again
+ * makes any later listing wait as usual.  If the wait fails, the
  * end of the transaction cleans up, or the abort of a subtransaction takes
  * it back (a savepoint around the gated statement).  Such a gate never
  * causes a snapshot conflict, and one without locks causes none at all:

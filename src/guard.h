@@ -18,7 +18,7 @@ typedef struct RgGuard
 {
 	FunctionCallInfo fcinfo;	/* the gate's call, or NULL for a statement's */
 	bool		watching;		/* looking out for recovery conflicts */
-	bool		released;		/* waits without its xmin (rule 1) */
+	bool		released;		/* waits without its xmin (rules 1, 3) */
 	bool		holds_locks;	/* released, but its statement holds locks */
 	bool		may_unlock;		/* its statement's locks are all it holds */
 	bool		unlocked;		/* and it gave them back to wait */
