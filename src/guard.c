@@ -26,22 +26,39 @@
  *    3, 7, 15, 31 ms...), so replay is held back for a few milliseconds.
  *    When the startup process waits for a buffer pin the gate holds (a gate
  *    evaluated during a scan), the gate gives way at once.
- *    A rule-1 gate watches for snapshot conflicts until replay has moved
- *    past the record it was at when the gate dropped its xmin, or the
- *    startup process is seen asleep on something else: it may have listed
- *    the gate's transaction just before.  It gives way only to a conflict
- *    that lasts RG_GUARD_RELEASED_YIELD_MS: most likely another session's.
  *
  * 3. A statement gated by the session mode (session.c) waits after it gave
  *    back its snapshot.  If it is the first statement of its transaction,
  *    the locks of its parse analysis and plan are all the locks it holds:
  *    it gives them back too, and waits as a rule-1 gate does (session.c
  *    takes them again after the wait, and plans the statement again if the
- *    catalog changed meanwhile).  Otherwise it keeps them, watches like a
- *    rule-1 gate, and also gives way to a lock conflict as in rule 2,
- *    looking every RG_GUARD_LOCK_POLL_MS and, once it has seen one, again
- *    after RG_GUARD_YIELD_MS.  If the session holds another snapshot (an
- *    open cursor), it watches as in rule 2.
+ *    catalog changed meanwhile).  Otherwise it keeps them, and gives way to
+ *    a lock conflict as in rule 2, looking every RG_GUARD_LOCK_POLL_MS and,
+ *    once it has seen one, again after RG_GUARD_YIELD_MS.  If the session
+ *    holds another snapshot (an open cursor), it watches as in rule 2.
+ *
+ * A gate that waits without its xmin (rules 1 and 3) may still have been
+ * listed by the startup process just before, while its statement was
+ * parsed and planned with a snapshot: replaying a cleanup record, the
+ * startup process lists the backends whose xmin conflicts with it, then
+ * waits for each listed virtual transaction to end (VirtualXactLock), not
+ * for its xmin to go.  Under catalog churn (temporary tables created on the
+ * primary, whose catalog rows are pruned at once) that happens to a large
+ * share of statements, and the gate would wait for replay that waits for
+ * it.  So such a gate also gives back its virtual transaction's lock while
+ * it waits, and takes it again before its statement reads: to the startup
+ * process its transaction has ended, which is true of everything it could
+ * conflict with (it holds no snapshot, no pin).  On a standby only the
+ * startup process looks at that lock: to wait for the backends it listed
+ * for a snapshot or tablespace conflict, and to cancel, once
+ * max_standby_streaming_delay has passed, those holding a lock it needs
+ * (a rule-3 gate with locks gives way within RG_GUARD_LOCK_POLL_MS
+ * instead).  Taking it back before the statement takes a snapshot again
+ * makes any later listing wait as usual.  If the wait fails, the
+ * end of the transaction cleans up, or the abort of a subtransaction takes
+ * it back (a savepoint around the gated statement).  Such a gate never
+ * causes a snapshot conflict, and one without locks causes none at all:
+ * it does not watch replay.
  *
  * The guard cannot tell which backends the startup process waits for, so a
  * long conflict caused by another session makes a watching gate give way
@@ -68,14 +85,10 @@
 
 /*
  * How often a watching gate looks at replay, and how long it lets a conflict
- * last before it gives way: briefly when it keeps its snapshot (rule 2);
- * longer after it dropped its xmin (rule 1), since the conflict it sees is
- * then most likely another session's, yet short enough that the startup
- * process, which looks again after 15 and 31 ms, is not held for 50 ms.
+ * last before it gives way.
  */
 #define RG_GUARD_POLL_MS			2
 #define RG_GUARD_YIELD_MS			2
-#define RG_GUARD_RELEASED_YIELD_MS	20
 
 /*
  * How often a statement that waits without a snapshot but with its locks
@@ -93,6 +106,9 @@ static int	rg_guard_statements = 0;
 static LocalTransactionId rg_guard_lxid = InvalidLocalTransactionId;
 
 static ExecutorStart_hook_type rg_guard_prev_executor_start = NULL;
+
+/* This backend gave back the lock on its virtual transaction (see above). */
+static bool rg_guard_vxid_given_back = false;
 
 /*
  * rg_guard_count_statement
@@ -246,20 +262,53 @@ rg_guard_unlock(RgGuard *guard)
 }
 
 /*
+ * rg_guard_give_back_vxid
+ *		Give back the lock on this backend's virtual transaction, so that a
+ *		startup process waiting for it goes on.
+ */
+static void
+rg_guard_give_back_vxid(void)
+{
+	if (rg_guard_vxid_given_back)
+		return;
+	VirtualXactLockTableCleanup();
+	rg_guard_vxid_given_back = true;
+}
+
+/*
+ * rg_guard_take_back_vxid
+ *		Take the lock on this backend's virtual transaction again.
+ */
+static void
+rg_guard_take_back_vxid(void)
+{
+	VirtualTransactionId vxid;
+
+	if (!rg_guard_vxid_given_back)
+		return;
+	GET_VXID_FROM_PGPROC(vxid, *MyProc);
+	VirtualXactLockTableInsert(vxid);
+	rg_guard_vxid_given_back = false;
+}
+
+/*
  * rg_guard_begin
- *		Called when a gate is about to sleep for the first time: drop its
- *		xmin if rule 1 allows, and start watching replay.
+ *		Called when a gate is about to sleep: drop its xmin if rule 1
+ *		allows, give back its virtual transaction if it waits without an
+ *		xmin, and start watching replay if it can still hold it back.
  */
 void
 rg_guard_begin(RgGuard *guard)
 {
-	guard->watching = true;
 	guard->conflict_since = 0;
 	guard->conflict_at = InvalidXLogRecPtr;
 	if (guard->fcinfo != NULL)
 		guard->released = rg_guard_gate_alone(guard->fcinfo);
 	if (!guard->released)
+	{
+		guard->watching = true;
 		return;
+	}
 	if (guard->may_unlock && !guard->unlocked)
 		rg_guard_unlock(guard);
 
@@ -269,7 +318,20 @@ rg_guard_begin(RgGuard *guard)
 	 */
 	InvalidateCatalogSnapshot();
 	RG_MY_XMIN = InvalidTransactionId;
-	guard->released_at = GetXLogReplayRecPtr(NULL);
+	rg_guard_give_back_vxid();
+	guard->watching = guard->holds_locks;
+}
+
+/*
+ * rg_guard_end
+ *		Called when a gate's wait ended (guard may be NULL: no guard): take
+ *		back its virtual transaction before its statement reads.
+ */
+void
+rg_guard_end(RgGuard *guard)
+{
+	if (guard != NULL)
+		rg_guard_take_back_vxid();
 }
 
 /*
@@ -279,27 +341,17 @@ rg_guard_begin(RgGuard *guard)
  *		waits for heavyweight locks or cleanup locks, or resolves conflicts;
  *		it reports those waits while it sleeps, which is nearly all of the
  *		time it waits.
- *
- * Without a conflict, *quiet tells whether every auxiliary process sleeps in
- * a wait other than an LWLock: the startup process is then not between
- * listing the backends it conflicts with and sleeping on them, so whatever
- * it lists next is listed now.
  */
 static uint32
-rg_guard_replay_conflict(bool *quiet)
+rg_guard_replay_conflict(void)
 {
-	*quiet = true;
 	for (int i = 0; i < NUM_AUXILIARY_PROCS; i++)
 	{
 		volatile PGPROC *proc = &ProcGlobal->allProcs[MaxBackends + i];
 		uint32		event = proc->wait_event_info;
 
-		if (proc->pid == 0)
-			continue;
-		if (rg_replay_conflict_event(event))
+		if (proc->pid != 0 && rg_replay_conflict_event(event))
 			return event;
-		if (event == 0 || (event & 0xFF000000) == PG_WAIT_LWLOCK)
-			*quiet = false;
 	}
 	return 0;
 }
@@ -315,8 +367,7 @@ rg_guard_poll_ms(const RgGuard *guard)
 	if (guard == NULL || !guard->watching)
 		return 0;
 	/* rule 3 with locks, nothing seen yet: look now and then */
-	if (guard->released && guard->released_at == InvalidXLogRecPtr &&
-		guard->conflict_since == 0)
+	if (guard->released && guard->conflict_since == 0)
 		return RG_GUARD_LOCK_POLL_MS;
 	return RG_GUARD_POLL_MS;
 }
@@ -343,53 +394,27 @@ rg_guard_must_yield(RgGuard *guard)
 	XLogRecPtr	replayed;
 	TimestampTz now;
 	uint32		conflict;
-	bool		quiet;
 
 	if (guard == NULL || !guard->watching)
 		return false;
 
-	replayed = GetXLogReplayRecPtr(NULL);
-
-	/*
-	 * Past the record it may have been listed for, a released gate is free
-	 * of snapshot conflicts; one that holds no locks stops watching.
-	 */
-	if (guard->released && replayed != guard->released_at)
-	{
-		if (!guard->holds_locks)
-		{
-			guard->watching = false;
-			return false;
-		}
-		guard->released_at = InvalidXLogRecPtr;
-	}
-
 	/*
 	 * A pin conflict names its buffer: give way at once if it is ours (a
 	 * gate evaluated during a scan), and never for somebody else's.  A
-	 * released gate holds no pins: a snapshot conflict can be its only if
-	 * its backends were listed before it dropped its xmin, a lock conflict
-	 * only if its statement holds locks.
+	 * released gate holds no pins and no snapshot that replay waits for:
+	 * only a lock conflict can be its.
 	 */
-	conflict = rg_guard_replay_conflict(&quiet);
+	conflict = rg_guard_replay_conflict();
 	if (conflict == RG_WAIT_EVENT_BUFFER_CLEANUP)
 		return !guard->released && HoldingBufferPinThatDelaysRecovery();
-	if (conflict == 0 && quiet && guard->released)
-	{
-		if (!guard->holds_locks)
-			guard->watching = false;
-		guard->released_at = InvalidXLogRecPtr;
-	}
 	if (conflict == 0 ||
-		(guard->released &&
-		 !(conflict == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT &&
-		   guard->released_at != InvalidXLogRecPtr) &&
-		 !(guard->holds_locks && (conflict & 0xFF000000) == PG_WAIT_LOCK)))
+		(guard->released && (conflict & 0xFF000000) != PG_WAIT_LOCK))
 	{
 		guard->conflict_since = 0;
 		return false;
 	}
 
+	replayed = GetXLogReplayRecPtr(NULL);
 	now = GetCurrentTimestamp();
 	if (guard->conflict_since == 0 || guard->conflict_at != replayed)
 	{
@@ -397,18 +422,46 @@ rg_guard_must_yield(RgGuard *guard)
 		guard->conflict_at = replayed;
 		return false;
 	}
-	return now - guard->conflict_since >=
-		(guard->released && conflict == WAIT_EVENT_RECOVERY_CONFLICT_SNAPSHOT ?
-		 RG_GUARD_RELEASED_YIELD_MS : RG_GUARD_YIELD_MS) * 1000;
+	return now - guard->conflict_since >= RG_GUARD_YIELD_MS * 1000;
+}
+
+/*
+ * rg_guard_xact_callback
+ *		The end of a transaction gives up its virtual transaction's lock,
+ *		whatever state it was in.
+ */
+static void
+rg_guard_xact_callback(XactEvent event, void *arg)
+{
+	if (event == XACT_EVENT_ABORT || event == XACT_EVENT_PARALLEL_ABORT ||
+		event == XACT_EVENT_COMMIT || event == XACT_EVENT_PARALLEL_COMMIT ||
+		event == XACT_EVENT_PREPARE)
+		rg_guard_vxid_given_back = false;
+}
+
+/*
+ * rg_guard_subxact_callback
+ *		A gate whose wait failed inside a subtransaction: its transaction
+ *		goes on, and takes its virtual transaction back.
+ */
+static void
+rg_guard_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						  SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		rg_guard_take_back_vxid();
 }
 
 /*
  * rg_guard_init
- *		Install the executor hook; called from _PG_init.
+ *		Install the executor hook and the transaction callbacks; called
+ *		from _PG_init.
  */
 void
 rg_guard_init(void)
 {
 	rg_guard_prev_executor_start = ExecutorStart_hook;
 	ExecutorStart_hook = rg_guard_executor_start;
+	RegisterXactCallback(rg_guard_xact_callback, NULL);
+	RegisterSubXactCallback(rg_guard_subxact_callback, NULL);
 }

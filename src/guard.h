@@ -18,11 +18,10 @@ typedef struct RgGuard
 {
 	FunctionCallInfo fcinfo;	/* the gate's call, or NULL for a statement's */
 	bool		watching;		/* looking out for recovery conflicts */
-	bool		released;		/* waits without its xmin (rule 1) */
+	bool		released;		/* waits without its xmin (rules 1, 3) */
 	bool		holds_locks;	/* released, but its statement holds locks */
 	bool		may_unlock;		/* its statement's locks are all it holds */
 	bool		unlocked;		/* and it gave them back to wait */
-	XLogRecPtr	released_at;	/* replay position when it dropped it */
 	XLogRecPtr	conflict_at;	/* replay position of the conflict seen */
 	TimestampTz conflict_since; /* when it was first seen there, or 0 */
 } RgGuard;
@@ -32,6 +31,7 @@ extern void rg_guard_utility(Node *parsetree);
 extern void rg_guard_prepare(RgGuard *guard, FunctionCallInfo fcinfo);
 extern void rg_guard_prepare_statement(RgGuard *guard, bool released);
 extern void rg_guard_begin(RgGuard *guard);
+extern void rg_guard_end(RgGuard *guard);
 extern long rg_guard_poll_ms(const RgGuard *guard);
 extern bool rg_guard_polls_fast(const RgGuard *guard);
 extern bool rg_guard_must_yield(RgGuard *guard);

@@ -300,6 +300,7 @@ rg_question_ask(TimestampTz deadline, RgGuard *guard, RgTarget *answer,
 										   RG_WAIT_EVENT(rg_question_event, "ReplicaGateQuestion"));
 	}
 	ConditionVariableCancelSleep();
+	rg_guard_end(guard);
 	return result;
 }
 

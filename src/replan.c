@@ -6,25 +6,82 @@
  *		before it waits; replay may change the catalog meanwhile, and the
  *		statement must then run with a plan as new as its snapshot.
  *
- * The rule.  Every catalog change, whatever lock it takes, reaches the
+ * Which changes.  Every catalog change, whatever lock it takes, reaches the
  * caches of a backend as shared invalidation messages: the startup process
  * sends those of a transaction while it replays its commit record, before
  * the replay position passes the record.  A backend consumes them
  * (AcceptInvalidationMessages) at the start of a transaction, before it
- * takes a lock, and whenever replica_gate asks, and counts each in
- * SharedInvalidMessageCounter.  So once a gate has passed its target, every
- * change the statement must see has been sent.  A gate consumes what is
- * pending and compares the counter with its value after the last gate: if
- * it moved, whoever consumed them (this gate, the start of a transaction,
- * a lock), the statement is parsed, analysed, rewritten and planned again
- * from its text (for one prepared by SQL PREPARE, the query the PREPARE
- * holds), as if it had arrived now, and every plan the plan cache saved is
- * marked for the same at its next use; if it did not, every plan was made
- * after every change the snapshot will see.  The rule names no
- * kind of change, so it covers every kind: tables, columns, inheritance
- * and partitions, indexes and their states, functions inlined or called,
- * new overloads, types, operators, views, rules, policies, names newly
- * shadowing others in the search path.
+ * takes a lock, and whenever replica_gate asks; so once a gate has passed
+ * its target, every change the statement must see has been sent, and the
+ * gate consumes what is pending.  Consuming a message calls the callbacks
+ * registered for its kind (CacheRegisterSyscacheCallback,
+ * CacheRegisterRelcacheCallback) only if it is about this database or a
+ * shared catalog (LocalExecuteInvalidationMessage filters on its database,
+ * on 13 to 19), and calls every callback after a reset of the caches (a
+ * backend that fell too far behind the message queue).  Whoever consumes
+ * them, this gate, the start of a transaction or a lock, the callbacks
+ * here note what matters since the last gate:
+ *
+ * - a relation (a relcache message, with its OID): every change to a
+ *   relation's definition or to what hangs on it sends one for it, since
+ *   the relation cache of every backend holds all of that (its row in
+ *   pg_class, columns, indexes, constraints, rules and so views, policies,
+ *   triggers, partitioning, extended statistics, a new inheritance child:
+ *   its parent gets one too, even when relhassubclass was already set);
+ * - a row of a catalog whose changes can change what parse analysis,
+ *   rewriting or planning make of a statement without changing a
+ *   relation: pg_namespace (the search path: a new schema named like
+ *   $user), pg_type, pg_proc (functions and aggregates: new overloads,
+ *   bodies inlined, volatility, strictness, support functions), pg_operator,
+ *   pg_cast, pg_collation, pg_enum (labels are constants in a plan),
+ *   pg_opclass and pg_amop (the default ordering and equality of a type,
+ *   the operators an index can serve), pg_authid and pg_auth_members (row
+ *   security is applied while planning, for the role and its memberships),
+ *   pg_ts_config and pg_ts_dict (regconfig and regdictionary constants),
+ *   pg_foreign_server and pg_foreign_data_wrapper (as PostgreSQL's plan
+ *   cache does).  One cache of each catalog is enough: a change of a row
+ *   sends a message for every cache of its catalog.  Left out, each for a
+ *   reason: the catalogs that only a relation's definition uses (above),
+ *   statistics (pg_statistic: plans made without them return the same
+ *   rows), and what is looked up when a statement runs, not when it is
+ *   planned (conversions, languages, transforms, support procedures of
+ *   operator families, sequences, user mappings), or only by DDL
+ *   (access methods, tablespaces, databases, default privileges, event
+ *   triggers, publications, subscriptions).
+ *
+ * At the gate, a relation noted matters unless the statement's plan does
+ * not use it (its relationOids, which list every relation a plan depends
+ * on, views and regclass constants included) and either it no longer
+ * exists or it belongs to another session's temporary schema.  One that
+ * no longer exists was dropped: if the statement had resolved it, its plan
+ * would use it; if not, it was created after the plan was made, or its
+ * name resolved to something else, and the snapshot sees nothing of it.
+ * One of another session's temporary schema (on a standby, where no
+ * session can create a temporary table, every temporary relation is) can
+ * never be read by this session: at most it could turn a statement that
+ * names that schema into an error.  Saved plans that use a relation are
+ * invalidated by PostgreSQL's plan cache itself.  If anything matters, the
+ * statement is parsed, analysed, rewritten and planned again from its text
+ * (for one prepared by SQL PREPARE, the query the PREPARE holds), as if it
+ * had arrived now, and every plan the plan cache saved is marked for the
+ * same at its next use; if nothing does, every plan was made after every
+ * change the snapshot will see that could alter it.
+ *
+ * What it costs (issue 40, item 6): catalog changes of other databases
+ * nothing (temporary tables, ANALYZE, VACUUM there), nor the relations of
+ * temporary tables created by other sessions of this database; but their
+ * row types still cost a replan: a message of pg_type names its row only
+ * by a hash of a cache key, which cannot tell the row type of another
+ * session's temporary table from a new type of the search path (a CREATE
+ * DOMAIN sends nothing else).  ANALYZE and VACUUM of a table of this
+ * database change its pg_class row, and replan too.
+ *
+ * The callbacks are registered at the first gate of a session, which
+ * plans again whatever happened before (as does a reset of the caches):
+ * callback slots are few (64 for the caches, shared with PostgreSQL, whose
+ * plan cache alone takes seven, and every other library; 10 for the
+ * relation cache), and only sessions that gate need them.  This takes 15
+ * and one.
  *
  * A statement planned again must take the old plan's place in its portal:
  * the same kind of statement, one of it, with result columns of the same
@@ -35,48 +92,153 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
 #include "executor/executor.h"
 #include "nodes/params.h"
 #include "nodes/parsenodes.h"
-#include "storage/sinval.h"
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
 #include "utils/inval.h"
 #include "utils/plancache.h"
+#include "utils/syscache.h"
 
 #include "replan.h"
 
 /*
- * SharedInvalidMessageCounter after the last gate that checked it: every
- * message consumed since has not yet been answered by a replan.  The
- * counter starts at 0 in every backend, so before the first gate (even in
- * a session that loads the library late) every message it ever consumed
- * is unanswered.
+ * The catalogs whose changes make plans stale besides relations', by one
+ * cache each (see above).
  */
-static uint64 rg_replan_seen = 0;
+static const int rg_replan_caches[] = {
+	NAMESPACEOID, TYPEOID, PROCOID, OPEROID, CASTSOURCETARGET, COLLOID,
+	ENUMOID, CLAOID, AMOPOPID, AUTHOID, AUTHMEMMEMROLE, TSCONFIGOID, TSDICTOID,
+	FOREIGNSERVEROID, FOREIGNDATAWRAPPEROID
+};
+
+/* How many relations noted since the last gate are looked at there. */
+#define RG_REPLAN_MAX_RELATIONS 64
+
+/*
+ * What the callbacks noted since the last gate: that a change matters (or
+ * the callbacks are not registered yet, or more relations changed than are
+ * noted), and the relations that changed, to be looked at by the gate.
+ */
+static bool rg_replan_registered = false;
+static bool rg_replan_stale = true;
+static Oid	rg_replan_relations[RG_REPLAN_MAX_RELATIONS];
+static int	rg_replan_nrelations = 0;
+
+/* Syscache callback: a row of a catalog that matters changed. */
+static void
+rg_replan_catalog_changed(Datum arg, int cacheid, uint32 hashvalue)
+{
+	rg_replan_stale = true;
+}
+
+/*
+ * rg_replan_relation_changed
+ *		Relcache callback: note the relation, for the gate to look at
+ *		(InvalidOid: every relation, after a reset of the caches).
+ */
+static void
+rg_replan_relation_changed(Datum arg, Oid relid)
+{
+	if (rg_replan_stale)
+		return;
+	if (!OidIsValid(relid) || rg_replan_nrelations == RG_REPLAN_MAX_RELATIONS)
+	{
+		rg_replan_stale = true;
+		return;
+	}
+	for (int i = 0; i < rg_replan_nrelations; i++)
+		if (rg_replan_relations[i] == relid)
+			return;
+	rg_replan_relations[rg_replan_nrelations++] = relid;
+}
+
+/*
+ * rg_replan_relation_matters
+ *		Can a change of relation "relid" change the plan of "stmt" (NULL: no
+ *		statement) or of a saved plan?  Not if the plan does not use it and
+ *		it no longer exists, or belongs to another session's temporary
+ *		schema.
+ */
+static bool
+rg_replan_relation_matters(Oid relid, const PlannedStmt *stmt)
+{
+	HeapTuple	tuple;
+	Form_pg_class form;
+	bool		matters;
+
+	if (stmt != NULL && list_member_oid(stmt->relationOids, relid))
+		return true;
+	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	if (!HeapTupleIsValid(tuple))
+		return false;
+	form = (Form_pg_class) GETSTRUCT(tuple);
+	matters = !(form->relpersistence == RELPERSISTENCE_TEMP &&
+				!isTempOrTempToastNamespace(form->relnamespace));
+	ReleaseSysCache(tuple);
+	return matters;
+}
+
+/*
+ * rg_replan_register
+ *		Register the callbacks, at the first gate of the session.
+ */
+static void
+rg_replan_register(void)
+{
+	for (int i = 0; i < lengthof(rg_replan_caches); i++)
+		CacheRegisterSyscacheCallback(rg_replan_caches[i],
+									  rg_replan_catalog_changed, (Datum) 0);
+	CacheRegisterRelcacheCallback(rg_replan_relation_changed, (Datum) 0);
+	rg_replan_registered = true;
+}
 
 /*
  * rg_replan_needed
  *		After a gate passed: consume the pending invalidation messages, and
- *		tell whether any was consumed since the last gate, so that the
- *		statement's plan may predate a change its snapshot will see.  If
- *		so, every plan the plan cache saved (prepared statements, the
- *		unnamed statement, plans of functions) may predate it as well: mark
- *		them all invalid, so that each is analysed and planned again at its
- *		next use.  The plan cache itself re-checks a saved plan against the
- *		objects it uses, not against what its parse analysis resolved: a
- *		new overload of a function it calls, a table newly shadowing one it
- *		reads in the search path.
+ *		tell whether a change that matters to the plan of "stmt" (NULL: no
+ *		statement yet, a REPEATABLE READ transaction's gate at its BEGIN) was
+ *		consumed since the last gate, so that the plan may predate a change
+ *		its snapshot will see.  If so, every plan the plan cache saved
+ *		(prepared statements, the unnamed statement, plans of functions)
+ *		may predate it as well: mark them all invalid, so that each is
+ *		analysed and planned again at its next use.  The plan cache itself
+ *		re-checks a saved plan against the objects it uses, not against
+ *		what its parse analysis resolved: a new overload of a function it
+ *		calls, a table newly shadowing one it reads in the search path.
  */
 bool
-rg_replan_needed(void)
+rg_replan_needed(const PlannedStmt *stmt)
 {
+	bool		stale = false;
+
+	if (!rg_replan_registered)
+		rg_replan_register();
 	AcceptInvalidationMessages();
-	if (SharedInvalidMessageCounter == rg_replan_seen)
-		return false;
-	rg_replan_seen = SharedInvalidMessageCounter;
-	ResetPlanCache();
-	return true;
+
+	/*
+	 * Looking a relation up may consume more messages (it locks pg_class):
+	 * look until nothing new was noted.
+	 */
+	while (rg_replan_stale || rg_replan_nrelations > 0)
+	{
+		Oid			relations[RG_REPLAN_MAX_RELATIONS];
+		int			n = rg_replan_nrelations;
+
+		stale |= rg_replan_stale;
+		memcpy(relations, rg_replan_relations, n * sizeof(Oid));
+		rg_replan_stale = false;
+		rg_replan_nrelations = 0;
+		for (int i = 0; i < n && !stale; i++)
+			stale = rg_replan_relation_matters(relations[i], stmt);
+	}
+	if (stale)
+		ResetPlanCache();
+	return stale;
 }
 
 /* The statement could not be planned again in its old plan's place. */

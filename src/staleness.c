@@ -223,6 +223,7 @@ rg_wait_fresh(int64 limit_us, int timeout_ms, RgGuard *guard, bool want,
 		}
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, PointerGetDatum(&start));
+	rg_guard_end(guard);
 	rg_stats_count(result, start);
 	return result;
 }

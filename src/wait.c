@@ -275,6 +275,7 @@ rg_wait_for_target(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 		}
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(rg_wait_cleanup, PointerGetDatum(&start));
+	rg_guard_end(guard);
 	rg_stats_count(result, start);
 
 	return result;

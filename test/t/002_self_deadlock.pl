@@ -197,6 +197,37 @@ is($w->{rc}, 0, 'the SET-form gate succeeded') or diag($w->{stderr});
 is($w->{stdout}, 't', 'after replay passed the cleanup record');
 replay_not_held($w, 'SET form');
 
+# --- a statement of the token floor, listed while it was planned -----------
+# Replaying a cleanup record, the startup process lists the backends whose
+# xmin conflicts with it and waits for each one's transaction to end, not
+# for its xmin to go.  A statement gated by the session mode or the floor
+# holds a snapshot while it is parsed and planned, and gives it back only to
+# wait: listed before that, it waited for replay that waited for it, and
+# gave way (RG001) after 20 ms; under catalog churn on the primary that was
+# a large share of statements (bench/replan_churn).  Here its planning
+# sleeps (an immutable function evaluated by the planner) while replay
+# resumes and lists it.  It must pass, once replay went past the record.
+$primary->safe_psql('postgres', q{
+CREATE FUNCTION slow_id(int) RETURNS int IMMUTABLE LANGUAGE plpgsql
+AS $$ BEGIN PERFORM pg_sleep(1); RETURN $1; END $$});
+$lsn = prepare_conflict(++$round);
+{
+	my $name = 'listed_floor';
+	my $w = rg_bg_start($standby,
+		[ "SET replica_gate.default_timeout = 30000; SET replica_gate.read_after = '$lsn'",
+		  "SELECT count(*) FILTER (WHERE id = -$round) FROM d WHERE id > slow_id(-100000)" ],
+		$name);
+	$standby->poll_query_until('postgres',
+		"SELECT wait_event = 'PgSleep' FROM pg_stat_activity WHERE application_name = '$name'")
+	  or die 'the statement never planned';
+	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+	rg_bg_finish($w);
+	is($w->{stdout}, '1',
+		'a floor-gated statement listed by replay while it was planned passes, and sees the write')
+	  or diag($w->{stderr});
+}
+$primary->wait_for_catchup($standby->name, 'replay');
+
 # The same as the first statement of a REPEATABLE READ transaction, which
 # then sees the state at the token: the DELETE replayed, and the row written
 # last.  (Before the gate the standby shows the 1000 rows of before the

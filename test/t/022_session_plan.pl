@@ -52,6 +52,9 @@ INSERT INTO parted VALUES (1);
 CREATE TABLE ix (id int, v int);
 INSERT INTO ix SELECT i, i FROM generate_series(1, 1000) i;
 CREATE INDEX ix_id ON ix (id);
+CREATE TABLE par (v int);
+CREATE TABLE kid (v int);
+INSERT INTO kid VALUES (1);
 CREATE TABLE trunc (v int);
 INSERT INTO trunc SELECT generate_series(1, 10000);
 });
@@ -148,6 +151,11 @@ check('a table truncated by VACUUM (replay takes an AccessExclusiveLock)',
 check('extended protocol: a child table added',
 	'CREATE TABLE c3 () INHERITS (p); INSERT INTO c3 VALUES (3)',
 	'SELECT count(*) + %s FROM p', proto => 'extended');
+# A table made a child, which sends relation-cache messages only: in a
+# session that gated before (the first gate of a session plans again
+# anyway), a relation its plan uses.
+check('extended protocol: a table made a child (relation-cache messages only)',
+	'ALTER TABLE kid INHERIT par', 'SELECT count(*) + %s FROM par', proto => 'extended');
 check('extended protocol: an inlined SQL function replaced',
 	q{CREATE OR REPLACE FUNCTION answer() RETURNS int LANGUAGE sql AS 'SELECT 3'},
 	'SELECT answer() + %s', proto => 'extended');
@@ -288,6 +296,77 @@ with psycopg.connect(sys.argv[1], autocommit=True) as c:
 	like($err, qr/the statement changed while it waited for replay\n.*Its result columns changed/,
 		'PREPARE, then a new overload of another result type: RG001, its result columns changed')
 	  or diag("stdout: $out");
+}
+
+# Replans nobody needs (issue 40, item 6): a change that cannot alter what
+# the session's statements resolve, replayed before a gate, must not make it
+# plan anything again; one that can, must.  Seen through an IMMUTABLE
+# function that returns the time it is called: the planner folds it into
+# the plan, so a prepared statement's value changes exactly when it is
+# planned again.  One session, its statements gated one after the other
+# while the primary changes things: only catalog changes of another
+# database (a temporary table created and dropped, a table created and
+# analysed there, a database created) before the second EXECUTE; a table
+# created in this database before the third, a new function overload
+# before the fourth; then a domain created earlier in the search path.  (A
+# temporary table created in this database still replans: its row type's
+# messages cannot be told from a new type's, as this last case needs.)
+{
+	$primary->safe_psql('postgres', q{
+CREATE FUNCTION stamp() RETURNS text IMMUTABLE LANGUAGE plpgsql
+AS $$ BEGIN RETURN clock_timestamp()::text; END $$;
+CREATE SCHEMA shadow;
+GRANT USAGE ON SCHEMA shadow TO reader;
+CREATE DOMAIN public.dom AS int;});
+	$primary->wait_for_catchup($standby->name, 'replay');
+	my ($in, $out, $err) = ('', '', '');
+	my $h = IPC::Run::start(
+		[ 'psql', '-XAtq', '-v', 'VERBOSITY=verbose', '-d', "$reader application_name=stamp_reader" ],
+		'<', \$in, '>', \$out, '2>', \$err,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	my $run = sub {
+		my ($sql) = @_;
+		$out = '';
+		$in .= "$sql;\n\\echo __done\n";
+		$h->pump until $out =~ /__done\n/ || $err =~ /ERROR/;
+		die "stamp_reader: $err" if $err =~ /ERROR/;
+		return (split /\n/, $out)[0];
+	};
+	$run->('PREPARE s AS SELECT stamp()');
+	$run->('EXECUTE s');    # the session's first gate plans again: nothing was watched before
+	my $first = $run->('EXECUTE s');
+	is($run->('EXECUTE s'), $first, 'a prepared statement keeps its plan while nothing changes');
+	$primary->safe_psql('other', q{
+CREATE TEMP TABLE churn (v int); DROP TABLE churn;
+CREATE TABLE other_t (v int); INSERT INTO other_t VALUES (1); ANALYZE other_t;
+CREATE TEMP TABLE churn2 (v int);});
+	$primary->safe_psql('postgres', 'CREATE DATABASE other2');
+	$primary->wait_for_catchup($standby->name, 'replay');
+	is($run->('EXECUTE s'), $first,
+		'catalog changes of other databases replayed before the gate: not planned again');
+	$primary->safe_psql('postgres', 'CREATE TABLE new_t (v int)');
+	$primary->wait_for_catchup($standby->name, 'replay');
+	my $second = $run->('EXECUTE s');
+	isnt($second, $first, 'a table created in this database: planned again (it may shadow another)');
+	$primary->safe_psql('postgres',
+		q{CREATE FUNCTION stamp(int) RETURNS text LANGUAGE sql AS 'SELECT 1::text'});
+	$primary->wait_for_catchup($standby->name, 'replay');
+	isnt($run->('EXECUTE s'), $second, 'a new function overload: planned again');
+
+	# A new type shadowing another in the search path: a domain created
+	# sends messages of pg_type alone (PostgreSQL's plan cache would keep
+	# the old one).
+	$run->('SET search_path = shadow, public');
+	$run->('PREPARE half AS SELECT (5::dom / 2)::text');
+	is($run->('EXECUTE half'), '2', 'through public.dom, an integer: 2');
+	$primary->safe_psql('postgres', 'CREATE DOMAIN shadow.dom AS numeric');
+	$primary->wait_for_catchup($standby->name, 'replay');
+	is($run->('EXECUTE half'),
+		$primary->safe_psql('postgres', 'SET search_path = shadow, public; SELECT (5::dom / 2)::text'),
+		'a domain created earlier in the search path: planned again, what the primary returns');
+
+	$in .= "\\q\n";
+	$h->finish;
 }
 
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'), '0', 'no waiter left');
