@@ -22,7 +22,7 @@ our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
   rg_probe_time rg_woke_at rg_median rg_watcher_runs rg_replay_holds
   rg_conflict_sampler rg_conflict_longest rg_pause_replay rg_build_client
-  rg_pgbouncer RG_WAKE_BOUND_MS);
+  rg_pgbouncer rg_strong_counter RG_WAKE_BOUND_MS);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -370,6 +370,23 @@ sub rg_conflict_longest
 		$longest = ($t - $first) * 1000 if ($t - $first) * 1000 > $longest;
 	}
 	return ($longest, $n);
+}
+
+# rg_strong_counter($primary, $timeout)
+#	A table "counter" of one row (v = 0) and a role "reader" that may read
+#	it, every session of it in the session mode consistency = strong with a
+#	default timeout of $timeout.
+sub rg_strong_counter
+{
+	my ($primary, $timeout) = @_;
+	$primary->safe_psql('postgres', qq{
+CREATE TABLE counter (v int);
+INSERT INTO counter VALUES (0);
+CREATE ROLE reader LOGIN;
+GRANT SELECT ON counter TO reader;
+ALTER ROLE reader SET replica_gate.consistency = 'strong';
+ALTER ROLE reader SET replica_gate.default_timeout = '$timeout';
+});
 }
 
 # rg_pause_replay($standby)

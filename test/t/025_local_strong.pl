@@ -49,13 +49,8 @@ use Time::HiRes qw(gettimeofday tv_interval usleep);
 my ($primary, $standby) = rg_primary_standby(
 	primary_conf => "autovacuum = off\nreplica_gate.commit_wait = '400ms'\n",
 	standby_conf => "recovery_min_apply_delay = '100ms'\n");
+rg_strong_counter($primary, '2s');
 $primary->safe_psql('postgres', q{
-CREATE TABLE counter (v int);
-INSERT INTO counter VALUES (0);
-CREATE ROLE reader LOGIN;
-GRANT SELECT ON counter TO reader;
-ALTER ROLE reader SET replica_gate.consistency = 'strong';
-ALTER ROLE reader SET replica_gate.default_timeout = '2s';
 CREATE PROCEDURE bump(n int) LANGUAGE plpgsql AS
   $$ BEGIN FOR i IN 1..n LOOP UPDATE counter SET v = v + 1; COMMIT; END LOOP; END $$;
 });
@@ -315,8 +310,12 @@ is(local_after($standby), 0,
 	'pay_commit_wait off on the primary: no strong read is served without a question');
 $primary->safe_psql('postgres', 'ALTER SYSTEM RESET replica_gate.pay_commit_wait');
 $primary->reload;
-usleep(300_000);
-cmp_ok(local_after($standby), '>', 0, 'on again: strong reads are served without a question');
+# (on a loaded machine the standby may need a while to show again that it
+# keeps up, and the clocks' check to hold)
+my $again = [gettimeofday];
+my $local_again = 0;
+$local_again = local_after($standby) until $local_again > 0 || tv_interval($again) > 20;
+cmp_ok($local_again, '>', 0, 'on again: strong reads are served without a question');
 
 # --- bounded staleness ---------------------------------------------------------------
 sub bounded_read

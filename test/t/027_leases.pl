@@ -38,14 +38,7 @@ my $W = 200;
 my ($primary, $standby) = rg_primary_standby(
 	primary_conf => "autovacuum = off\nreplica_gate.commit_wait = '${W}ms'\n",
 	standby_conf => "wal_receiver_status_interval = '10s'\nrecovery_min_apply_delay = '30ms'\n");
-$primary->safe_psql('postgres', q{
-CREATE TABLE counter (v int);
-INSERT INTO counter VALUES (0);
-CREATE ROLE reader LOGIN;
-GRANT SELECT ON counter TO reader;
-ALTER ROLE reader SET replica_gate.consistency = 'strong';
-ALTER ROLE reader SET replica_gate.default_timeout = '300ms';
-});
+rg_strong_counter($primary, '300ms');
 $primary->wait_for_catchup($standby->name, 'replay');
 
 # A paying commit's round trip, in ms (psql's \timing).
