@@ -17,7 +17,7 @@
  * primary's same clock: only the rates at which the two advance matter,
  * not their offset.  The window is W shortened so that rates differing by
  * up to RG_PROOF_RATE_BOUND stay safe, and the question worker checks that
- * bound: each answer carries the primary's commit_clock(), and between
+ * bound: each answer carries the primary's commit clock, and between
  * answers far enough apart (at least RG_PROOF_CLOCK_SPAN_US, and for the
  * round trips to leave less than half the bound uncertain), the primary's
  * clock must have advanced at a rate within the bound of this standby's

@@ -16,7 +16,7 @@
 /* What an answer says of the primary's clocks and commit wait. */
 typedef struct RgAnswerClocks
 {
-	int64		commit_clock;	/* its commit wait's clock, commit_clock() */
+	int64		commit_clock;	/* its commit wait's and leases' clock */
 	TimestampTz wall;			/* its wall clock */
 	bool		paying;			/* its sessions pay the commit wait by default */
 	bool		leased;			/* it granted this standby a lease */
