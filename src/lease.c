@@ -66,6 +66,8 @@ typedef struct RgLeaseShared
 {
 	slock_t		mutex;
 	pg_atomic_uint64 primary_since; /* the first paying commit, 0: none yet */
+	pg_atomic_uint64 last_expiry;	/* the latest expiry granted (written with
+									 * mutex held) */
 	RgLease		leases[FLEXIBLE_ARRAY_MEMBER];	/* one per WAL sender slot */
 } RgLeaseShared;
 
@@ -102,6 +104,7 @@ rg_lease_shmem_init(void)
 	memset(rg_lease, 0, rg_lease_shmem_size());
 	SpinLockInit(&rg_lease->mutex);
 	pg_atomic_init_u64(&rg_lease->primary_since, 0);
+	pg_atomic_init_u64(&rg_lease->last_expiry, 0);
 }
 
 /*
@@ -169,7 +172,11 @@ rg_lease_grant(pid_t pid, int64 wait_us)
 	}
 	granted = lease->keeps_up && lease->behind == InvalidXLogRecPtr;
 	if (granted)
+	{
 		lease->expires = Max(lease->expires, now + wait_us);
+		if ((uint64) lease->expires > pg_atomic_read_u64(&rg_lease->last_expiry))
+			pg_atomic_write_u64(&rg_lease->last_expiry, (uint64) lease->expires);
+	}
 	SpinLockRelease(&rg_lease->mutex);
 	return granted;
 }
@@ -210,6 +217,18 @@ rg_lease_released(XLogRecPtr lsn, int64 visible, int64 until, int64 wait_us,
 		return now >= until;
 	if (visible < (int64) pg_atomic_read_u64(&rg_lease->primary_since) + wait_us)
 		released = (now >= until);
+	else
+	{
+		/*
+		 * No lease live at "visible": nothing to look at (most commits where
+		 * no standby serves strong reads locally).  The barrier orders the
+		 * read after the commit became visible, as the grant records its
+		 * expiry before it reads the position.
+		 */
+		pg_memory_barrier();
+		if ((int64) pg_atomic_read_u64(&rg_lease->last_expiry) <= visible)
+			return true;
+	}
 
 	for (int i = 0; i < max_wal_senders; i++)
 	{
