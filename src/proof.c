@@ -402,15 +402,40 @@ rg_proof_still(int64 now, int64 wall_offset, TimestampTz sent, int64 *lost)
 }
 
 /*
- * rg_proof_read_done
- *		After a read looked at the proof, the mutex released: set the
- *		worker's latch "wake" (the read wants answers, or found this clock
- *		stopped, "lost" > 0: the worker is to ask at once), and say that
- *		the clock stopped, once.
+ * rg_proof_read_begin
+ *		A read is to look at the proof, at *now (rg_clock_us): read what
+ *		shows whether this standby's clock stopped, take the mutex, and tell
+ *		whether the newest answer still proves anything (rg_proof_still,
+ *		which sets *lost).  rg_proof_read_end releases the mutex.
+ */
+static bool
+rg_proof_read_begin(int64 *now, int64 *lost)
+{
+	TimestampTz sent = rg_proof_primary_sent();
+	int64		wall_offset = rg_proof_wall_offset();
+
+	*now = rg_clock_us();
+	*lost = 0;
+	SpinLockAcquire(&rg_proof->mutex);
+	return rg_proof_still(*now, wall_offset, sent, lost);
+}
+
+/*
+ * rg_proof_read_end
+ *		After a read looked at the proof, the mutex held: note that reads
+ *		want fresh answers if "want", release the mutex, wake the worker
+ *		if none wanted them lately or if this clock was found stopped
+ *		("lost" > 0: it is to ask at once), and say that the clock stopped,
+ *		once.
  */
 static void
-rg_proof_read_done(Latch *wake, int64 lost)
+rg_proof_read_end(bool want, int64 now, int64 lost)
 {
+	Latch	   *wake = want ? rg_proof_note_demand(now) : NULL;
+
+	if (lost > 0)
+		wake = rg_proof->worker_latch;
+	SpinLockRelease(&rg_proof->mutex);
 	if (wake != NULL)
 		SetLatch(wake);
 	if (lost > 0)
@@ -431,31 +456,19 @@ rg_proof_read_done(Latch *wake, int64 lost)
 bool
 rg_proof_use(RgTarget *answer)
 {
-	TimestampTz sent;
-	int64		wall_offset;
 	int64		now;
+	int64		lost;
 	bool		covered;
-	int64		lost = 0;
-	Latch	   *wake = NULL;
 
 	if (rg_proof == NULL)
 		return false;
-	sent = rg_proof_primary_sent();
-	wall_offset = rg_proof_wall_offset();
-	now = rg_clock_us();
-	SpinLockAcquire(&rg_proof->mutex);
-	covered = rg_proof_still(now, wall_offset, sent, &lost) &&
+	covered = rg_proof_read_begin(&now, &lost) &&
 		rg_proof->clocks.paying && rg_proof->clocks.leased &&
 		now - rg_proof->asked <= rg_proof->window_us;
 	if (covered)
 		*answer = rg_proof->answer;
 	/* without a commit wait, fresh answers would serve no strong read */
-	if (rg_proof->window_us > 0)
-		wake = rg_proof_note_demand(now);
-	if (lost > 0)
-		wake = rg_proof->worker_latch;
-	SpinLockRelease(&rg_proof->mutex);
-	rg_proof_read_done(wake, lost);
+	rg_proof_read_end(rg_proof->window_us > 0, now, lost);
 	return covered;
 }
 
@@ -473,28 +486,16 @@ rg_proof_use(RgTarget *answer)
 bool
 rg_proof_age_us(XLogRecPtr position, TimeLineID tli, bool want, int64 *us)
 {
-	TimestampTz sent;
-	int64		wall_offset;
 	int64		now;
+	int64		lost;
 	bool		known;
-	int64		lost = 0;
-	Latch	   *wake = NULL;
 
 	if (rg_proof == NULL)
 		return false;
-	sent = rg_proof_primary_sent();
-	wall_offset = rg_proof_wall_offset();
-	now = rg_clock_us();
-	SpinLockAcquire(&rg_proof->mutex);
-	known = rg_proof_still(now, wall_offset, sent, &lost) &&
+	known = rg_proof_read_begin(&now, &lost) &&
 		rg_proof->answer.tli == tli && position >= rg_proof->answer.lsn;
 	/* measured on this clock, whose rate may be off by the bound */
 	*us = (int64) ((now - rg_proof->asked) * (1 + RG_PROOF_RATE_BOUND));
-	if (want)
-		wake = rg_proof_note_demand(now);
-	if (lost > 0)
-		wake = rg_proof->worker_latch;
-	SpinLockRelease(&rg_proof->mutex);
-	rg_proof_read_done(wake, lost);
+	rg_proof_read_end(want, now, lost);
 	return known;
 }
