@@ -29,19 +29,30 @@ is($primary->safe_psql('postgres', 'SELECT replica_gate.staleness()'),
 	'00:00:00', 'staleness is 0 on a primary');
 
 # --- idle cluster: the bound stays small, the apparent lag grows -----------
-my $max_bound = 0;
-my ($bound, $apparent);
+# (once known: the question worker first finds out that the standby streams
+# from the primary).  A record the primary sends while idle (a snapshot of
+# running transactions) dates the bound by the last commit until it is
+# replayed, a few ms on a quiet machine: one such sample of the ten may
+# catch it.
+$standby->poll_query_until('postgres',
+	'SELECT replica_gate.staleness() IS NOT NULL')
+  or die 'the staleness bound never became known';
+my @bounds;
+my $apparent;
 for (1 .. 10)
 {
 	sleep 1;
+	my $bound;
 	($bound, $apparent) = split /\|/,
-	  $standby->safe_psql('postgres', "SELECT $bound_ms, $apparent_ms");
-	$max_bound = $bound if $bound > $max_bound;
+	  $standby->safe_psql('postgres',
+		"SELECT coalesce($bound_ms, -1), $apparent_ms");
+	push @bounds, $bound;
 }
 cmp_ok($apparent, '>', 9000,
 	"idle for 10 s: now() - pg_last_xact_replay_timestamp() grew to ${apparent} ms");
-cmp_ok($max_bound, '<', 2000,
-	"while the staleness bound stayed below 2 s (max ${max_bound} ms)");
+my @large = grep { $_ < 0 || $_ >= 2000 } @bounds;
+cmp_ok(scalar(@large), '<=', 1,
+	"while the staleness bound stayed known and below 2 s (samples: @bounds ms)");
 
 # --- replay held behind a commit: the bound covers the time behind ----------
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
@@ -50,7 +61,7 @@ my $lsn = $primary->safe_psql('postgres',
 	'INSERT INTO t VALUES (1); SELECT replica_gate.last_commit_token()');
 $primary->wait_for_catchup($standby->name, 'flush');
 sleep 3;
-$bound = $standby->safe_psql('postgres', "SELECT $bound_ms");
+my $bound = $standby->safe_psql('postgres', "SELECT $bound_ms");
 my $behind = tv_interval($t0) * 1000;
 cmp_ok($bound, '>=', $behind - 100,
 	"paused behind a commit for ${behind} ms: bound ${bound} ms is at least that");
