@@ -32,21 +32,13 @@ $ENV{PGMAXPROTOCOLVERSION} = '3.0';
 my ($primary, $standby) = rg_primary_standby(primary_conf => "autovacuum = off\n");
 my $user = `id -un`;
 chomp $user;
-$primary->safe_psql(
-	'postgres', qq{
-CREATE TABLE counter (v int);
-INSERT INTO counter VALUES (0);
-CREATE ROLE strong_reader LOGIN;
-GRANT SELECT ON counter TO strong_reader;
-ALTER ROLE strong_reader SET replica_gate.consistency = 'strong';
-ALTER ROLE strong_reader SET replica_gate.default_timeout = '10s';
-});
+rg_strong_counter($primary, '10s');
 $primary->wait_for_catchup($standby->name, 'replay');
 
 my $dir = PostgreSQL::Test::Utils::tempdir_short;
 
 # --- the routers ----------------------------------------------------------------
-my $bport = rg_pgbouncer($dir, ['strong_reader'],
+my $bport = rg_pgbouncer($dir, ['reader'],
 	primary => $primary, standby => $standby);
 
 my $pport = PostgreSQL::Test::Cluster::get_free_port();
@@ -88,14 +80,14 @@ foreach (1 .. 100)
 }
 
 my %routers = (
-	pgbouncer => { reader => "host=$dir port=$bport dbname=standby user=strong_reader",
+	pgbouncer => { reader => "host=$dir port=$bport dbname=standby user=reader",
 		plain => "host=$dir port=$bport dbname=standby",
 		primary => "host=$dir port=$bport dbname=primary",
 		# transaction pooling: the floor lives as long as its transaction
 		floor => sub { "BEGIN; SET LOCAL replica_gate.default_timeout = '10s'; SET LOCAL replica_gate.read_after = '$_[0]'; SELECT v FROM counter; COMMIT;" },
 		# pgbouncer 1.18 keeps no prepared statements across transactions
 		history => [ 'simple:role', 'pipeline:role' ] },
-	pgpool => { reader => "host=$dir port=$pport dbname=postgres user=strong_reader",
+	pgpool => { reader => "host=$dir port=$pport dbname=postgres user=reader",
 		plain => "host=$dir port=$pport dbname=postgres",
 		primary => "host=$dir port=$pport dbname=postgres",
 		# one statement each (pgpool sends a multi-statement string to the primary)
