@@ -192,6 +192,23 @@ extern PGDLLIMPORT ProtocolVersion FrontendProtocol;
 	pg_analyze_and_rewrite((raw), (source), (types), (ntypes), (env))
 #endif
 
+/*
+ * standard_conforming_strings, which changes what a statement's text parses
+ * to, can no longer be turned off in 19.
+ */
+#if PG_VERSION_NUM >= 190000
+#define RG_STANDARD_CONFORMING_STRINGS true
+#else
+#define RG_STANDARD_CONFORMING_STRINGS standard_conforming_strings
+#endif
+
+/* A common table expression's CYCLE clause came in 14. */
+#if PG_VERSION_NUM >= 140000
+#define RG_CTE_HAS_CYCLE(cte) ((cte)->cycle_clause != NULL)
+#else
+#define RG_CTE_HAS_CYCLE(cte) false
+#endif
+
 /* planner_hook gained an ExplainState argument in 19. */
 #if PG_VERSION_NUM >= 190000
 #define RG_PLANNER_ARGS \

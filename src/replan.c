@@ -31,7 +31,7 @@
  * - a row of a catalog whose changes can change what parse analysis,
  *   rewriting or planning make of a statement without changing a
  *   relation: pg_namespace (the search path: a new schema named like
- *   $user), pg_type, pg_proc (functions and aggregates: new overloads,
+ *   $user), pg_type (see below), pg_proc (functions and aggregates: new overloads,
  *   bodies inlined, volatility, strictness, support functions), pg_operator,
  *   pg_cast, pg_collation, pg_enum (labels are constants in a plan),
  *   pg_opclass and pg_amop (the default ordering and equality of a type,
@@ -67,14 +67,36 @@
  * same at its next use; if nothing does, every plan was made after every
  * change the snapshot will see that could alter it.
  *
+ * A row of pg_type is different: its messages name it only by a hash of a
+ * cache key, and the row type of a temporary table created by another
+ * session (every CREATE TEMP TABLE sends them) cannot be told from a new
+ * type of the search path (a CREATE DOMAIN sends nothing else) or an
+ * altered one.  But a statement resolves a type by a row of pg_type only
+ * where its text names one or a literal is read as a type's input (a cast,
+ * a column definition list, 'name'::regtype or a literal in a list with
+ * a regtype column, a one-argument call, which PostgreSQL tries as a cast
+ * to the type named like the function when no function takes the argument
+ * as it is), where a subscript is taken (ALTER TYPE ... SET (SUBSCRIPT)),
+ * or in what it calls that PostgreSQL parses or plans itself (a SQL
+ * function inlined, a PL/pgSQL function's saved plans) or a domain whose
+ * constraints the planner relied on: user functions and domains, which the
+ * plan lists in its invalItems.  So a change of pg_type stays pending
+ * until a gate whose statement may do any of that; that gate plans again
+ * (and marks every saved plan), one that cannot leaves it pending for the
+ * next.  Its raw parse tree is read from its text (parsed again, which
+ * costs a fraction of planning) through the node types known to hold none
+ * of that; any other node, a utility statement (EXECUTE, CALL, DO, EXPLAIN
+ * ANALYZE, DECLARE, COPY) and a REPEATABLE READ transaction's gate at its
+ * BEGIN count as doing it.
+ *
  * What it costs (issue 40, item 6): catalog changes of other databases
  * nothing (temporary tables, ANALYZE, VACUUM there), nor the relations of
- * temporary tables created by other sessions of this database; but their
- * row types still cost a replan: a message of pg_type names its row only
- * by a hash of a cache key, which cannot tell the row type of another
- * session's temporary table from a new type of the search path (a CREATE
- * DOMAIN sends nothing else).  ANALYZE and VACUUM of a table of this
- * database change its pg_class row, and replan too.
+ * temporary tables created by other sessions of this database, nor their
+ * row types for statements that name no type, take no subscript, hold no
+ * string literal and call no one-argument or user function (a parse of
+ * their text at the first gate after a change of pg_type; the last 16 or
+ * so such statement texts are remembered).  ANALYZE and VACUUM of a table
+ * of this database change its pg_class row, and replan.
  *
  * The callbacks are registered at the first gate of a session, which
  * plans again whatever happened before (as does a reset of the caches):
@@ -92,29 +114,55 @@
  */
 #include "postgres.h"
 
+#include "access/genam.h"
 #include "access/htup_details.h"
+#include "access/table.h"
+#include "catalog/indexing.h"
 #include "catalog/namespace.h"
 #include "catalog/pg_class.h"
+#include "common/hashfn.h"
 #include "executor/executor.h"
+#include "nodes/nodeFuncs.h"
 #include "nodes/params.h"
 #include "nodes/parsenodes.h"
+#include "parser/parser.h"
 #include "tcop/tcopprot.h"
 #include "tcop/utility.h"
+#include "utils/fmgroids.h"
 #include "utils/inval.h"
+#include "utils/memutils.h"
 #include "utils/plancache.h"
 #include "utils/syscache.h"
 
 #include "replan.h"
 
 /*
- * The catalogs whose changes make plans stale besides relations', by one
- * cache each (see above).
+ * The catalogs whose changes make plans stale besides relations' and
+ * pg_type, by one cache each (see above).
  */
 static const int rg_replan_caches[] = {
-	NAMESPACEOID, TYPEOID, PROCOID, OPEROID, CASTSOURCETARGET, COLLOID,
+	NAMESPACEOID, PROCOID, OPEROID, CASTSOURCETARGET, COLLOID,
 	ENUMOID, CLAOID, AMOPOPID, AUTHOID, AUTHMEMMEMROLE, TSCONFIGOID, TSDICTOID,
 	FOREIGNSERVEROID, FOREIGNDATAWRAPPEROID
 };
+
+/*
+ * Statements found to resolve no type (see rg_replan_types_matter), by the
+ * hash of their text, their location in it and standard_conforming_strings
+ * when they were parsed (which changes what a text parses to): a client
+ * runs the same statements again and again, and comparing a text costs
+ * less than parsing it.
+ */
+#define RG_REPLAN_TYPELESS_SLOTS 16
+
+typedef struct RgReplanTypeless
+{
+	char	   *text;			/* in TopMemoryContext; NULL: empty slot */
+	int			location;
+	bool		scs;
+} RgReplanTypeless;
+
+static RgReplanTypeless rg_replan_typeless[RG_REPLAN_TYPELESS_SLOTS];
 
 /* How many relations noted since the last gate are looked at there. */
 #define RG_REPLAN_MAX_RELATIONS 64
@@ -122,18 +170,27 @@ static const int rg_replan_caches[] = {
 /*
  * What the callbacks noted since the last gate: that a change matters (or
  * the callbacks are not registered yet, or more relations changed than are
- * noted), and the relations that changed, to be looked at by the gate.
+ * noted), and the relations that changed, to be looked at by the gate; and
+ * whether a row of pg_type changed since the last gate that planned again.
  */
 static bool rg_replan_registered = false;
 static bool rg_replan_stale = true;
 static Oid	rg_replan_relations[RG_REPLAN_MAX_RELATIONS];
 static int	rg_replan_nrelations = 0;
+static bool rg_replan_types = false;
 
 /* Syscache callback: a row of a catalog that matters changed. */
 static void
 rg_replan_catalog_changed(Datum arg, int cacheid, uint32 hashvalue)
 {
 	rg_replan_stale = true;
+}
+
+/* Syscache callback: a row of pg_type changed. */
+static void
+rg_replan_type_changed(Datum arg, int cacheid, uint32 hashvalue)
+{
+	rg_replan_types = true;
 }
 
 /*
@@ -162,24 +219,35 @@ rg_replan_relation_changed(Datum arg, Oid relid)
  *		Can a change of relation "relid" change the plan of "stmt" (NULL: no
  *		statement) or of a saved plan?  Not if the plan does not use it and
  *		it no longer exists, or belongs to another session's temporary
- *		schema.
+ *		schema.  pg_class is scanned, not searched through its cache: a miss
+ *		there would leave a negative entry for every relation created and
+ *		dropped since, which nothing would ever remove.
  */
 static bool
 rg_replan_relation_matters(Oid relid, const PlannedStmt *stmt)
 {
+	Relation	rel;
+	ScanKeyData key;
+	SysScanDesc scan;
 	HeapTuple	tuple;
-	Form_pg_class form;
-	bool		matters;
+	bool		matters = false;
 
 	if (stmt != NULL && list_member_oid(stmt->relationOids, relid))
 		return true;
-	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	if (!HeapTupleIsValid(tuple))
-		return false;
-	form = (Form_pg_class) GETSTRUCT(tuple);
-	matters = !(form->relpersistence == RELPERSISTENCE_TEMP &&
-				!isTempOrTempToastNamespace(form->relnamespace));
-	ReleaseSysCache(tuple);
+	rel = table_open(RelationRelationId, AccessShareLock);
+	ScanKeyInit(&key, Anum_pg_class_oid, BTEqualStrategyNumber, F_OIDEQ,
+				ObjectIdGetDatum(relid));
+	scan = systable_beginscan(rel, ClassOidIndexId, true, NULL, 1, &key);
+	tuple = systable_getnext(scan);
+	if (HeapTupleIsValid(tuple))
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(tuple);
+
+		matters = !(form->relpersistence == RELPERSISTENCE_TEMP &&
+					!isTempOrTempToastNamespace(form->relnamespace));
+	}
+	systable_endscan(scan);
+	table_close(rel, AccessShareLock);
 	return matters;
 }
 
@@ -193,26 +261,166 @@ rg_replan_register(void)
 	for (int i = 0; i < lengthof(rg_replan_caches); i++)
 		CacheRegisterSyscacheCallback(rg_replan_caches[i],
 									  rg_replan_catalog_changed, (Datum) 0);
+	CacheRegisterSyscacheCallback(TYPEOID, rg_replan_type_changed, (Datum) 0);
 	CacheRegisterRelcacheCallback(rg_replan_relation_changed, (Datum) 0);
 	rg_replan_registered = true;
 }
 
 /*
+ * rg_replan_raw
+ *		The raw parse tree of the statement "old" planned from "source":
+ *		that of the statement of the query string that starts where old
+ *		does, or NULL.  A statement prepared by SQL PREPARE has the whole
+ *		PREPARE command for its query string (its CachedPlanSource's
+ *		query_string); the raw parse tree the plan cache analyses again is
+ *		the query the PREPARE holds, wrapped in a RawStmt with the PREPARE's
+ *		location (PrepareQuery), and so is the one returned here.  (A
+ *		PREPARE itself is never gated: it reads nothing.)
+ */
+static RawStmt *
+rg_replan_raw(const char *source, const PlannedStmt *old)
+{
+	ListCell   *lc;
+
+	foreach(lc, pg_parse_query(source))
+	{
+		RawStmt    *raw = lfirst_node(RawStmt, lc);
+		RawStmt    *inner;
+
+		if (raw->stmt_location != old->stmt_location)
+			continue;
+		if (!IsA(raw->stmt, PrepareStmt))
+			return raw;
+		inner = makeNode(RawStmt);
+		inner->stmt = ((PrepareStmt *) raw->stmt)->query;
+		inner->stmt_location = raw->stmt_location;
+		inner->stmt_len = raw->stmt_len;
+		return inner;
+	}
+	return NULL;
+}
+
+/*
+ * rg_replan_type_walker
+ *		Raw parse tree walker: can "node" resolve a type by a row of pg_type
+ *		(see above)?  Only the node types below are known to hold nothing
+ *		that does but their subnodes, which raw_expression_tree_walker
+ *		visits; any other node may.
+ */
+static bool
+rg_replan_type_walker(Node *node, void *context)
+{
+	if (node == NULL)
+		return false;
+	switch (nodeTag(node))
+	{
+		case T_A_Const:
+			/* a literal may be read as a type's name ('name'::regtype) */
+			return nodeTag(&((A_Const *) node)->val) == T_String;
+		case T_FuncCall:
+			/* one argument: perhaps a cast to the type named like it */
+			if (list_length(((FuncCall *) node)->args) == 1)
+				return true;
+			break;
+		case T_CommonTableExpr:
+			/* its CYCLE clause's values are not walked */
+			if (RG_CTE_HAS_CYCLE((CommonTableExpr *) node))
+				return true;
+			break;
+		case T_List:
+		case T_SelectStmt:
+		case T_ResTarget:
+		case T_ColumnRef:
+		case T_ParamRef:
+		case T_A_Star:
+		case T_Integer:
+		case T_Float:
+		case T_String:
+		case T_A_Expr:
+		case T_BoolExpr:
+		case T_NullTest:
+		case T_BooleanTest:
+		case T_SubLink:
+		case T_CaseExpr:
+		case T_RowExpr:
+		case T_CoalesceExpr:
+		case T_MinMaxExpr:
+		case T_A_ArrayExpr:
+		case T_A_Indirection:
+		case T_NamedArgExpr:
+		case T_SQLValueFunction:
+		case T_CollateClause:
+		case T_SortBy:
+		case T_WindowDef:
+		case T_GroupingSet:
+		case T_GroupingFunc:
+		case T_LockingClause:
+		case T_WithClause:
+		case T_RangeVar:
+		case T_Alias:
+		case T_JoinExpr:
+		case T_RangeSubselect:
+		case T_RangeFunction:
+			break;
+		default:
+			/* a type name, a subscript, anything else */
+			return true;
+	}
+	return raw_expression_tree_walker(node, rg_replan_type_walker, context);
+}
+
+/*
+ * rg_replan_types_matter
+ *		Can a change of pg_type change the plan of "stmt" (NULL: no
+ *		statement), planned from "source", or of a saved plan it runs?
+ */
+static bool
+rg_replan_types_matter(const PlannedStmt *stmt, const char *source)
+{
+	RgReplanTypeless *slot;
+	RawStmt    *raw;
+	char	   *text;
+
+	if (stmt == NULL || source == NULL || stmt->commandType == CMD_UTILITY ||
+		stmt->invalItems != NIL)
+		return true;
+	slot = &rg_replan_typeless[(hash_bytes((const unsigned char *) source,
+										   strlen(source)) ^
+								stmt->stmt_location) %
+							   RG_REPLAN_TYPELESS_SLOTS];
+	if (slot->text != NULL && slot->location == stmt->stmt_location &&
+		slot->scs == RG_STANDARD_CONFORMING_STRINGS &&
+		strcmp(slot->text, source) == 0)
+		return false;
+	raw = rg_replan_raw(source, stmt);
+	if (raw == NULL || rg_replan_type_walker(raw->stmt, NULL))
+		return true;
+	text = MemoryContextStrdup(TopMemoryContext, source);
+	if (slot->text != NULL)
+		pfree(slot->text);
+	slot->text = text;
+	slot->location = stmt->stmt_location;
+	slot->scs = RG_STANDARD_CONFORMING_STRINGS;
+	return false;
+}
+
+/*
  * rg_replan_needed
  *		After a gate passed: consume the pending invalidation messages, and
- *		tell whether a change that matters to the plan of "stmt" (NULL: no
- *		statement yet, a REPEATABLE READ transaction's gate at its BEGIN) was
- *		consumed since the last gate, so that the plan may predate a change
- *		its snapshot will see.  If so, every plan the plan cache saved
- *		(prepared statements, the unnamed statement, plans of functions)
- *		may predate it as well: mark them all invalid, so that each is
- *		analysed and planned again at its next use.  The plan cache itself
+ *		tell whether a change that matters to the plan of "stmt", planned
+ *		from "source" (NULL: no statement yet, a REPEATABLE READ
+ *		transaction's gate at its BEGIN), was consumed since the last gate
+ *		(of pg_type: since the last that planned again), so that the plan
+ *		may predate a change its snapshot will see.  If so, every plan the
+ *		plan cache saved (prepared statements, the unnamed statement, plans
+ *		of functions) may predate it as well: mark them all invalid, so that
+ *		each is analysed and planned again at its next use.  The plan cache itself
  *		re-checks a saved plan against the objects it uses, not against
  *		what its parse analysis resolved: a new overload of a function it
  *		calls, a table newly shadowing one it reads in the search path.
  */
 bool
-rg_replan_needed(const PlannedStmt *stmt)
+rg_replan_needed(const PlannedStmt *stmt, const char *source)
 {
 	bool		stale = false;
 
@@ -236,8 +444,15 @@ rg_replan_needed(const PlannedStmt *stmt)
 		for (int i = 0; i < n && !stale; i++)
 			stale = rg_replan_relation_matters(relations[i], stmt);
 	}
+	if (!stale && rg_replan_types)
+		stale = rg_replan_types_matter(stmt, source);
 	if (stale)
+	{
+		ereport(DEBUG1,
+				(errmsg_internal("replica_gate: replay changed the catalog before the gate: planning again")));
+		rg_replan_types = false;
 		ResetPlanCache();
+	}
 	return stale;
 }
 
@@ -282,40 +497,6 @@ rg_replan_result(const PlannedStmt *stmt)
 	if (stmt->commandType == CMD_UTILITY)
 		return UtilityTupleDescriptor(stmt->utilityStmt);
 	return ExecCleanTypeFromTL(stmt->planTree->targetlist);
-}
-
-/*
- * rg_replan_raw
- *		The raw parse tree of the statement "old" planned from "source":
- *		that of the statement of the query string that starts where old
- *		does, or NULL.  A statement prepared by SQL PREPARE has the whole
- *		PREPARE command for its query string (its CachedPlanSource's
- *		query_string); the raw parse tree the plan cache analyses again is
- *		the query the PREPARE holds, wrapped in a RawStmt with the PREPARE's
- *		location (PrepareQuery), and so is the one returned here.  (A
- *		PREPARE itself is never gated: it reads nothing.)
- */
-static RawStmt *
-rg_replan_raw(const char *source, const PlannedStmt *old)
-{
-	ListCell   *lc;
-
-	foreach(lc, pg_parse_query(source))
-	{
-		RawStmt    *raw = lfirst_node(RawStmt, lc);
-		RawStmt    *inner;
-
-		if (raw->stmt_location != old->stmt_location)
-			continue;
-		if (!IsA(raw->stmt, PrepareStmt))
-			return raw;
-		inner = makeNode(RawStmt);
-		inner->stmt = ((PrepareStmt *) raw->stmt)->query;
-		inner->stmt_location = raw->stmt_location;
-		inner->stmt_len = raw->stmt_len;
-		return inner;
-	}
-	return NULL;
 }
 
 /*

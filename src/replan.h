@@ -14,7 +14,7 @@
 
 #include "common.h"
 
-extern bool rg_replan_needed(const PlannedStmt *stmt);
+extern bool rg_replan_needed(const PlannedStmt *stmt, const char *source);
 extern PlannedStmt *rg_replan(const char *source, const PlannedStmt *old,
 							  ParamListInfo params, QueryEnvironment *queryEnv,
 							  int cursor_options);

@@ -322,7 +322,7 @@ rg_session_gate_query(QueryDesc *queryDesc)
 {
 	if (rg_session_gate())
 		rg_session_relock(queryDesc->plannedstmt);
-	if (rg_replan_needed(queryDesc->plannedstmt))
+	if (rg_replan_needed(queryDesc->plannedstmt, queryDesc->sourceText))
 	{
 		PushActiveSnapshot(GetTransactionSnapshot());
 		queryDesc->plannedstmt = rg_replan(queryDesc->sourceText,
@@ -580,7 +580,7 @@ rg_session_utility_gate(PlannedStmt **pstmt, const char *queryString,
 	if (hold)
 		portal->holdSnapshot = RegisterSnapshotOnOwner(GetActiveSnapshot(),
 													   portal->resowner);
-	if (rg_replan_needed(*pstmt) || unlocked || portal->cplan != NULL)
+	if (rg_replan_needed(*pstmt, queryString) || unlocked || portal->cplan != NULL)
 		*pstmt = rg_replan(queryString, *pstmt, params, queryEnv,
 						   CURSOR_OPT_PARALLEL_OK);
 	return GetActiveSnapshot();
@@ -667,7 +667,7 @@ rg_session_utility(RG_UTILITY_ARGS)
 	if (rg_session_wanted() && rg_session_begins_xact_snapshot(stmt))
 	{
 		rg_session_gate();
-		(void) rg_replan_needed(NULL);
+		(void) rg_replan_needed(NULL, NULL);
 		rg_session_gated_lxid = RG_MY_LXID;
 	}
 }

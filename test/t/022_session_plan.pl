@@ -57,6 +57,17 @@ CREATE TABLE kid (v int);
 INSERT INTO kid VALUES (1);
 CREATE TABLE trunc (v int);
 INSERT INTO trunc SELECT generate_series(1, 10000);
+CREATE SCHEMA shade;
+GRANT USAGE ON SCHEMA shade TO reader;
+CREATE DOMAIN dom1 AS int CHECK (VALUE > 0);
+CREATE DOMAIN dom2 AS int CHECK (VALUE > 0);
+CREATE DOMAIN dom3 AS int;
+CREATE DOMAIN dom4 AS int;
+CREATE TABLE tx (t text);
+INSERT INTO tx VALUES ('5');
+CREATE TABLE types_t (t regtype);
+INSERT INTO types_t VALUES ('dom3');
+CREATE FUNCTION halves() RETURNS text LANGUAGE sql AS 'SELECT (5::dom4 / 2)::text';
 });
 $primary->wait_for_catchup($standby->name, 'replay');
 my $reader = $standby->connstr('postgres') . ' user=reader';
@@ -119,12 +130,19 @@ with psycopg.connect(sys.argv[1], autocommit=True) as c:
 }
 
 # check($name, $change, $sql, %opts): the read returns what the primary does.
+# "search_path" sets the search path of both.
 sub check
 {
 	my ($name, $change, $sql, %opts) = @_;
+	my $path = '';
+	if ($opts{search_path})
+	{
+		$opts{conn} = "options=-csearch_path=$opts{search_path}";
+		$path = "SET search_path = $opts{search_path}; ";
+	}
 	my ($out, $err) = read_during($change, $sql, %opts);
 	(my $psql_sql = $sql) =~ s/%s/0/g;
-	my $want = $primary->safe_psql('postgres', $psql_sql);
+	my $want = $primary->safe_psql('postgres', $path . $psql_sql);
 	is($out, $want, "$name: the read returns what the primary returns ($want)")
 	  or diag("stderr: $err");
 }
@@ -159,6 +177,29 @@ check('extended protocol: a table made a child (relation-cache messages only)',
 check('extended protocol: an inlined SQL function replaced',
 	q{CREATE OR REPLACE FUNCTION answer() RETURNS int LANGUAGE sql AS 'SELECT 3'},
 	'SELECT answer() + %s', proto => 'extended');
+
+# A type created earlier in the search path sends messages of pg_type alone,
+# which stay pending past gates whose statements cannot resolve a type
+# (replan.c): each way a statement can must plan again.  A domain of
+# numeric in "shade" now shadows one of int in "public": a cast names it; a
+# one-argument call of no function is a cast to the type named like it; a
+# literal in a list with a regtype column is read as a type's name; an
+# inlined SQL function names it in its body.  (The first two domains have
+# a constraint: a coercion to a domain without one is planned as a
+# relabelling, and the plan then lists the domain among the objects it
+# depends on, which alone would make the gate plan again.)
+check('extended protocol: a type created earlier in the search path, named in a cast',
+	'CREATE DOMAIN shade.dom1 AS numeric', 'SELECT ((5 + %s)::dom1 / 2)::text',
+	proto => 'extended', search_path => 'shade,public');
+check('extended protocol: a type created earlier in the search path, called like a function',
+	'CREATE DOMAIN shade.dom2 AS numeric', 'SELECT CASE WHEN dom2(t) / 2 > 2 THEN 1 ELSE 0 END + %s FROM tx',
+	proto => 'extended', search_path => 'shade,public');
+check('extended protocol: a type created earlier in the search path, named by a literal read as a regtype',
+	'CREATE DOMAIN shade.dom3 AS numeric', q{SELECT count(*) + %s FROM types_t WHERE t IN ('dom3', 'int4')},
+	proto => 'extended', search_path => 'shade,public');
+check('extended protocol: a type created earlier in the search path, named in an inlined function',
+	'CREATE DOMAIN shade.dom4 AS numeric', 'SELECT halves() FROM tx WHERE %s = 0',
+	proto => 'extended', search_path => 'shade,public');
 
 # The token floor, in eventual mode: the same rule.
 my $floor = sub {
@@ -308,9 +349,11 @@ with psycopg.connect(sys.argv[1], autocommit=True) as c:
 # database (a temporary table created and dropped, a table created and
 # analysed there, a database created) before the second EXECUTE; a table
 # created in this database before the third, a new function overload
-# before the fourth; then a domain created earlier in the search path.  (A
-# temporary table created in this database still replans: its row type's
-# messages cannot be told from a new type's, as this last case needs.)
+# before the fourth; then a domain created earlier in the search path.  A
+# temporary table created and dropped in this database sends messages of
+# pg_type as a new type does: seen through the DEBUG1 message of a gate
+# that plans again, a statement that cannot resolve a type is not planned
+# again, the next one that can is.
 {
 	$primary->safe_psql('postgres', q{
 CREATE FUNCTION stamp() RETURNS text IMMUTABLE LANGUAGE plpgsql
@@ -352,6 +395,37 @@ CREATE TEMP TABLE churn2 (v int);});
 		q{CREATE FUNCTION stamp(int) RETURNS text LANGUAGE sql AS 'SELECT 1::text'});
 	$primary->wait_for_catchup($standby->name, 'replay');
 	isnt($run->('EXECUTE s'), $second, 'a new function overload: planned again');
+
+	# (one session on the primary: its first temporary table creates its
+	# temporary schema, a change of pg_namespace, which replans)
+	my ($pin, $pout) = ('', '');
+	my $ph = IPC::Run::start([ 'psql', '-XAtq', '-d', $primary->connstr('postgres') ],
+		'<', \$pin, '>', \$pout, '2>', \$pout,
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	my $on_primary = sub {
+		$pin .= "$_[0];\n\\echo __done\n";
+		$ph->pump until $pout =~ /__done\n/;
+		$pout = '';
+	};
+	$on_primary->('CREATE TEMP TABLE warm (v int)');
+	$primary->wait_for_catchup($standby->name, 'replay');
+	$run->('SET client_min_messages = debug1');
+	$run->('SELECT 2 + 3');
+	$on_primary->('CREATE TEMP TABLE churn (v int); DROP TABLE churn');
+	$primary->wait_for_catchup($standby->name, 'replay');
+	$err = '';
+	is($run->('SELECT 2 + 3'), '5', 'a temporary table created and dropped in this database: a statement that names no type');
+	unlike($err, qr/planning again/, 'is not planned again');
+	$err = '';
+	is($run->('SELECT 2::int + 3'), '5', 'then one that names a type');
+	like($err, qr/replay changed the catalog before the gate: planning again/,
+		'is planned again: the change of pg_type was still pending');
+	$err = '';
+	$run->('SELECT 2::int + 3');
+	unlike($err, qr/planning again/, 'and no longer pending after');
+	$run->('SET client_min_messages = notice');
+	$pin .= "\\q\n";
+	$ph->finish;
 
 	# A new type shadowing another in the search path: a domain created
 	# sends messages of pg_type alone (PostgreSQL's plan cache would keep
