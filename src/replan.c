@@ -76,11 +76,14 @@
  * a column definition list, 'name'::regtype or a literal in a list with
  * a regtype column, a one-argument call, which PostgreSQL tries as a cast
  * to the type named like the function when no function takes the argument
- * as it is), where a subscript is taken (ALTER TYPE ... SET (SUBSCRIPT)),
- * or in what it calls that PostgreSQL parses or plans itself (a SQL
- * function inlined, a PL/pgSQL function's saved plans) or a domain whose
- * constraints the planner relied on: user functions and domains, which the
- * plan lists in its invalItems.  So a change of pg_type stays pending
+ * as it is, and so a field selection a.b or (x).b where b is no column),
+ * where a subscript is taken (ALTER TYPE ... SET (SUBSCRIPT)), or in what
+ * it calls that PostgreSQL parses or plans itself (a SQL function inlined,
+ * a PL/pgSQL function's saved plans) or a domain without constraints,
+ * which the planner turns into a relabelling: user functions and domains,
+ * which the plan lists in its invalItems.  (A parameter of a reg* type is
+ * read by its input function at Bind, before the gate, whatever this
+ * decides.)  So a change of pg_type stays pending
  * until a gate whose statement may do any of that; that gate plans again
  * (and marks every saved plan), one that cannot leaves it pending for the
  * next.  Its raw parse tree is read from its text (parsed again, which
@@ -93,9 +96,10 @@
  * nothing (temporary tables, ANALYZE, VACUUM there), nor the relations of
  * temporary tables created by other sessions of this database, nor their
  * row types for statements that name no type, take no subscript, hold no
- * string literal and call no one-argument or user function (a parse of
- * their text at the first gate after a change of pg_type; the last 16 or
- * so such statement texts are remembered).  ANALYZE and VACUUM of a table
+ * string literal, select no field and call no one-argument or user
+ * function (a parse of their text at the first gate after a change of
+ * pg_type; such texts up to 8 kB are remembered in 16 slots by their
+ * hash).  ANALYZE and VACUUM of a table
  * of this database change its pg_class row, and replan.
  *
  * The callbacks are registered at the first gate of a session, which
@@ -154,6 +158,7 @@ static const int rg_replan_caches[] = {
  * less than parsing it.
  */
 #define RG_REPLAN_TYPELESS_SLOTS 16
+#define RG_REPLAN_TYPELESS_MAX_TEXT 8192	/* longer texts are not kept */
 
 typedef struct RgReplanTypeless
 {
@@ -215,39 +220,48 @@ rg_replan_relation_changed(Datum arg, Oid relid)
 }
 
 /*
- * rg_replan_relation_matters
- *		Can a change of relation "relid" change the plan of "stmt" (NULL: no
- *		statement) or of a saved plan?  Not if the plan does not use it and
- *		it no longer exists, or belongs to another session's temporary
- *		schema.  pg_class is scanned, not searched through its cache: a miss
- *		there would leave a negative entry for every relation created and
- *		dropped since, which nothing would ever remove.
+ * rg_replan_relations_matter
+ *		Can a change of any of the "n" relations "relids" change the plan of
+ *		"stmt" (NULL: no statement) or of a saved plan?  Not of one the plan
+ *		does not use that no longer exists or belongs to another session's
+ *		temporary schema.  pg_class is scanned, not searched through its
+ *		cache: a miss there would leave a negative entry for every relation
+ *		created and dropped since, kept until a reset of the caches.
  */
 static bool
-rg_replan_relation_matters(Oid relid, const PlannedStmt *stmt)
+rg_replan_relations_matter(const Oid *relids, int n, const PlannedStmt *stmt)
 {
-	Relation	rel;
-	ScanKeyData key;
-	SysScanDesc scan;
-	HeapTuple	tuple;
+	Relation	rel = NULL;
 	bool		matters = false;
 
-	if (stmt != NULL && list_member_oid(stmt->relationOids, relid))
-		return true;
-	rel = table_open(RelationRelationId, AccessShareLock);
-	ScanKeyInit(&key, Anum_pg_class_oid, BTEqualStrategyNumber, F_OIDEQ,
-				ObjectIdGetDatum(relid));
-	scan = systable_beginscan(rel, ClassOidIndexId, true, NULL, 1, &key);
-	tuple = systable_getnext(scan);
-	if (HeapTupleIsValid(tuple))
+	for (int i = 0; i < n && !matters; i++)
 	{
-		Form_pg_class form = (Form_pg_class) GETSTRUCT(tuple);
+		ScanKeyData key;
+		SysScanDesc scan;
+		HeapTuple	tuple;
 
-		matters = !(form->relpersistence == RELPERSISTENCE_TEMP &&
-					!isTempOrTempToastNamespace(form->relnamespace));
+		if (stmt != NULL && list_member_oid(stmt->relationOids, relids[i]))
+			matters = true;
+		else
+		{
+			if (rel == NULL)
+				rel = table_open(RelationRelationId, AccessShareLock);
+			ScanKeyInit(&key, Anum_pg_class_oid, BTEqualStrategyNumber,
+						F_OIDEQ, ObjectIdGetDatum(relids[i]));
+			scan = systable_beginscan(rel, ClassOidIndexId, true, NULL, 1, &key);
+			tuple = systable_getnext(scan);
+			if (HeapTupleIsValid(tuple))
+			{
+				Form_pg_class form = (Form_pg_class) GETSTRUCT(tuple);
+
+				matters = !(form->relpersistence == RELPERSISTENCE_TEMP &&
+							!isTempOrTempToastNamespace(form->relnamespace));
+			}
+			systable_endscan(scan);
+		}
 	}
-	systable_endscan(scan);
-	table_close(rel, AccessShareLock);
+	if (rel != NULL)
+		table_close(rel, AccessShareLock);
 	return matters;
 }
 
@@ -322,6 +336,22 @@ rg_replan_type_walker(Node *node, void *context)
 			if (list_length(((FuncCall *) node)->args) == 1)
 				return true;
 			break;
+		case T_ColumnRef:
+			/* a.b, if b is no column of a, is b(a): a call of one argument */
+			if (list_length(((ColumnRef *) node)->fields) > 1 &&
+				IsA(llast(((ColumnRef *) node)->fields), String))
+				return true;
+			break;
+		case T_A_Indirection:
+			/* (x).b likewise */
+			{
+				ListCell   *lc;
+
+				foreach(lc, ((A_Indirection *) node)->indirection)
+					if (IsA(lfirst(lc), String))
+						return true;
+			}
+			break;
 		case T_CommonTableExpr:
 			/* its CYCLE clause's values are not walked */
 			if (RG_CTE_HAS_CYCLE((CommonTableExpr *) node))
@@ -330,7 +360,6 @@ rg_replan_type_walker(Node *node, void *context)
 		case T_List:
 		case T_SelectStmt:
 		case T_ResTarget:
-		case T_ColumnRef:
 		case T_ParamRef:
 		case T_A_Star:
 		case T_Integer:
@@ -346,7 +375,6 @@ rg_replan_type_walker(Node *node, void *context)
 		case T_CoalesceExpr:
 		case T_MinMaxExpr:
 		case T_A_ArrayExpr:
-		case T_A_Indirection:
 		case T_NamedArgExpr:
 		case T_SQLValueFunction:
 		case T_CollateClause:
@@ -395,6 +423,8 @@ rg_replan_types_matter(const PlannedStmt *stmt, const char *source)
 	raw = rg_replan_raw(source, stmt);
 	if (raw == NULL || rg_replan_type_walker(raw->stmt, NULL))
 		return true;
+	if (strlen(source) > RG_REPLAN_TYPELESS_MAX_TEXT)
+		return false;
 	text = MemoryContextStrdup(TopMemoryContext, source);
 	if (slot->text != NULL)
 		pfree(slot->text);
@@ -441,8 +471,19 @@ rg_replan_needed(const PlannedStmt *stmt, const char *source)
 		memcpy(relations, rg_replan_relations, n * sizeof(Oid));
 		rg_replan_stale = false;
 		rg_replan_nrelations = 0;
-		for (int i = 0; i < n && !stale; i++)
-			stale = rg_replan_relation_matters(relations[i], stmt);
+		if (stale)
+			continue;
+		PG_TRY();
+		{
+			stale = rg_replan_relations_matter(relations, n, stmt);
+		}
+		PG_CATCH();
+		{
+			/* what was noted is forgotten: the next gate plans again */
+			rg_replan_stale = true;
+			PG_RE_THROW();
+		}
+		PG_END_TRY();
 	}
 	if (!stale && rg_replan_types)
 		stale = rg_replan_types_matter(stmt, source);

@@ -63,6 +63,7 @@ CREATE DOMAIN dom1 AS int CHECK (VALUE > 0);
 CREATE DOMAIN dom2 AS int CHECK (VALUE > 0);
 CREATE DOMAIN dom3 AS int;
 CREATE DOMAIN dom4 AS int;
+CREATE DOMAIN dom5 AS int CHECK (VALUE > 0);
 CREATE TABLE tx (t text);
 INSERT INTO tx VALUES ('5');
 CREATE TABLE types_t (t regtype);
@@ -182,10 +183,11 @@ check('extended protocol: an inlined SQL function replaced',
 # which stay pending past gates whose statements cannot resolve a type
 # (replan.c): each way a statement can must plan again.  A domain of
 # numeric in "shade" now shadows one of int in "public": a cast names it; a
-# one-argument call of no function is a cast to the type named like it; a
-# literal in a list with a regtype column is read as a type's name; an
-# inlined SQL function names it in its body.  (The first two domains have
-# a constraint: a coercion to a domain without one is planned as a
+# one-argument call of no function is a cast to the type named like it, and
+# so is a field selection of no field; a literal in a list with a regtype
+# column is read as a type's name; an inlined SQL function names it in its
+# body.  (Those of the cast, the call and the field selection have a
+# constraint: a coercion to a domain without one is planned as a
 # relabelling, and the plan then lists the domain among the objects it
 # depends on, which alone would make the gate plan again.)
 check('extended protocol: a type created earlier in the search path, named in a cast',
@@ -193,6 +195,9 @@ check('extended protocol: a type created earlier in the search path, named in a 
 	proto => 'extended', search_path => 'shade,public');
 check('extended protocol: a type created earlier in the search path, called like a function',
 	'CREATE DOMAIN shade.dom2 AS numeric', 'SELECT CASE WHEN dom2(t) / 2 > 2 THEN 1 ELSE 0 END + %s FROM tx',
+	proto => 'extended', search_path => 'shade,public');
+check('extended protocol: a type created earlier in the search path, selected like a field',
+	'CREATE DOMAIN shade.dom5 AS numeric', 'SELECT CASE WHEN (t).dom5 / 2 > 2 THEN 1 ELSE 0 END + %s FROM tx',
 	proto => 'extended', search_path => 'shade,public');
 check('extended protocol: a type created earlier in the search path, named by a literal read as a regtype',
 	'CREATE DOMAIN shade.dom3 AS numeric', q{SELECT count(*) + %s FROM types_t WHERE t IN ('dom3', 'int4')},
