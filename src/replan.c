@@ -28,24 +28,23 @@
  *   pg_class, columns, indexes, constraints, rules and so views, policies,
  *   triggers, partitioning, extended statistics, a new inheritance child:
  *   its parent gets one too, even when relhassubclass was already set);
- * - a row of a catalog whose changes can change what parse analysis,
- *   rewriting or planning make of a statement without changing a
- *   relation: pg_namespace (the search path: a new schema named like
- *   $user), pg_type (see below), pg_proc (functions and aggregates: new overloads,
- *   bodies inlined, volatility, strictness, support functions), pg_operator,
- *   pg_cast, pg_collation, pg_enum (labels are constants in a plan),
- *   pg_opclass and pg_amop (the default ordering and equality of a type,
- *   the operators an index can serve), pg_authid and pg_auth_members (row
- *   security is applied while planning, for the role and its memberships),
- *   pg_ts_config and pg_ts_dict (regconfig and regdictionary constants),
- *   pg_foreign_server and pg_foreign_data_wrapper (as PostgreSQL's plan
- *   cache does).  One cache of each catalog is enough: a change of a row
- *   sends a message for every cache of its catalog.  Left out, each for a
- *   reason: the catalogs that only a relation's definition uses (above),
- *   statistics (pg_statistic: plans made without them return the same
- *   rows), and what is looked up when a statement runs, not when it is
- *   planned (conversions, languages, transforms, support procedures of
- *   operator families, sequences, user mappings), or only by DDL
+ * - a row of a catalog whose changes can change what parse analysis, rewriting
+ *   or planning make of a statement without changing a relation: pg_namespace
+ *   (the search path: a new schema named like $user), pg_type (see below),
+ *   pg_proc (functions and aggregates: new overloads, bodies inlined,
+ *   volatility, strictness, support functions), pg_operator, pg_cast,
+ *   pg_collation, pg_enum (labels are constants in a plan), pg_opclass and
+ *   pg_amop (the default ordering and equality of a type, the operators an
+ *   index can serve), pg_authid and pg_auth_members (row security is applied
+ *   while planning, for the role and its memberships), pg_ts_config and
+ *   pg_ts_dict (regconfig and regdictionary constants), pg_foreign_server and
+ *   pg_foreign_data_wrapper (as PostgreSQL's plan cache does).  One cache of
+ *   each catalog is enough: a change of a row sends a message for every cache
+ *   of its catalog.  Left out, each for a reason: the catalogs that only a
+ *   relation's definition uses (above), statistics (pg_statistic: plans made
+ *   without them return the same rows), and what is looked up when a statement
+ *   runs, not when it is planned (conversions, languages, transforms, support
+ *   procedures of operator families, sequences, user mappings), or only by DDL
  *   (access methods, tablespaces, databases, default privileges, event
  *   triggers, publications, subscriptions).
  *
@@ -83,14 +82,14 @@
  * which the planner turns into a relabelling: user functions and domains,
  * which the plan lists in its invalItems.  (A parameter of a reg* type is
  * read by its input function at Bind, before the gate, whatever this
- * decides.)  So a change of pg_type stays pending
- * until a gate whose statement may do any of that; that gate plans again
- * (and marks every saved plan), one that cannot leaves it pending for the
- * next.  Its raw parse tree is read from its text (parsed again, which
- * costs a fraction of planning) through the node types known to hold none
- * of that; any other node, a utility statement (EXECUTE, CALL, DO, EXPLAIN
- * ANALYZE, DECLARE, COPY) and a REPEATABLE READ transaction's gate at its
- * BEGIN count as doing it.
+ * decides.)  So a change of pg_type stays pending until a gate whose
+ * statement may do any of that; that gate plans again (and marks every
+ * saved plan), one that cannot leaves it pending for the next.  Its raw
+ * parse tree is read from its text (parsed again, which costs a fraction
+ * of planning) through the node types known to hold none of that; any
+ * other node, a utility statement (EXECUTE, CALL, DO, EXPLAIN ANALYZE,
+ * DECLARE, COPY) and a REPEATABLE READ transaction's gate at its BEGIN
+ * count as doing it.
  *
  * What it costs (issue 40, item 6): catalog changes of other databases
  * nothing (temporary tables, ANALYZE, VACUUM there), nor the relations of
@@ -99,8 +98,8 @@
  * string literal, select no field and call no one-argument or user
  * function (a parse of their text at the first gate after a change of
  * pg_type; such texts up to 8 kB are remembered in 16 slots by their
- * hash).  ANALYZE and VACUUM of a table
- * of this database change its pg_class row, and replan.
+ * hash).  ANALYZE and VACUUM of a table of this database change its
+ * pg_class row, and replan.
  *
  * The callbacks are registered at the first gate of a session, which
  * plans again whatever happened before (as does a reset of the caches):
@@ -407,14 +406,15 @@ rg_replan_types_matter(const PlannedStmt *stmt, const char *source)
 {
 	RgReplanTypeless *slot;
 	RawStmt    *raw;
+	size_t		len;
 	char	   *text;
 
 	if (stmt == NULL || source == NULL || stmt->commandType == CMD_UTILITY ||
 		stmt->invalItems != NIL)
 		return true;
+	len = strlen(source);
 	slot = &rg_replan_typeless[(hash_bytes((const unsigned char *) source,
-										   strlen(source)) ^
-								stmt->stmt_location) %
+										   len) ^ stmt->stmt_location) %
 							   RG_REPLAN_TYPELESS_SLOTS];
 	if (slot->text != NULL && slot->location == stmt->stmt_location &&
 		slot->scs == RG_STANDARD_CONFORMING_STRINGS &&
@@ -423,7 +423,7 @@ rg_replan_types_matter(const PlannedStmt *stmt, const char *source)
 	raw = rg_replan_raw(source, stmt);
 	if (raw == NULL || rg_replan_type_walker(raw->stmt, NULL))
 		return true;
-	if (strlen(source) > RG_REPLAN_TYPELESS_MAX_TEXT)
+	if (len > RG_REPLAN_TYPELESS_MAX_TEXT)
 		return false;
 	text = MemoryContextStrdup(TopMemoryContext, source);
 	if (slot->text != NULL)
@@ -444,10 +444,11 @@ rg_replan_types_matter(const PlannedStmt *stmt, const char *source)
  *		may predate a change its snapshot will see.  If so, every plan the
  *		plan cache saved (prepared statements, the unnamed statement, plans
  *		of functions) may predate it as well: mark them all invalid, so that
- *		each is analysed and planned again at its next use.  The plan cache itself
- *		re-checks a saved plan against the objects it uses, not against
- *		what its parse analysis resolved: a new overload of a function it
- *		calls, a table newly shadowing one it reads in the search path.
+ *		each is analysed and planned again at its next use.  The plan cache
+ *		itself re-checks a saved plan against the objects it uses, not
+ *		against what its parse analysis resolved: a new overload of a
+ *		function it calls, a table newly shadowing one it reads in the
+ *		search path.
  */
 bool
 rg_replan_needed(const PlannedStmt *stmt, const char *source)

@@ -71,7 +71,6 @@
 #include "tcop/tcopprot.h"
 #include "tcop/pquery.h"
 #include "utils/guc.h"
-#include "utils/inval.h"
 #include "utils/portal.h"
 #include "utils/resowner.h"
 #include "utils/snapmgr.h"
@@ -224,9 +223,9 @@ rg_session_error_context(void *arg)
  * rg_session_gate
  *		Gate on the floor, then on the primary's position or on the
  *		staleness bound, as the session asks, each within
- *		replica_gate.default_timeout, then consume the
- *		invalidation messages of what was replayed.  The caller holds no
- *		snapshot it will read with.  Returns whether the statement gave
+ *		replica_gate.default_timeout.  The caller holds no snapshot it will
+ *		read with, and then consumes the invalidation messages of what was
+ *		replayed (rg_replan_needed).  Returns whether the statement gave
  *		back its locks to wait (guard.c, rule 3): the caller takes again
  *		those it needs.
  */
@@ -285,7 +284,6 @@ rg_session_gate(void)
 							 (int) Max(left, 0), &guard, true);
 	}
 	error_context_stack = context.previous;
-	AcceptInvalidationMessages();
 	return guard.unlocked;
 }
 
