@@ -261,19 +261,27 @@ sub rg_pid_of
 
 # rg_probe_start($node, $target, $appname)
 #	A session that spins until replay on $node passes $target (an LSN, or
-#	the LSN of a token), or recovery
-#	ends, and notes that moment (server clock) for rg_probe_time.  It marks
-#	when a waiter could first have returned; a standby cannot create a
-#	function, so it is a DO block.
+#	the LSN of a token), or recovery ends, and notes that moment (server
+#	clock) for rg_probe_time.  It marks when a waiter could first have
+#	returned; a standby cannot create a function, so it is a DO block.
+#	Returns once the probe runs: one that started after replay passed
+#	would note a later moment and hide a late waiter (rg_probe_time fails
+#	a probe that never spun).
 sub rg_probe_start
 {
 	my ($node, $target, $appname) = @_;
 	my $lsn = $target =~ s/^.*://r;
-	return rg_bg_start($node, qq{DO \$\$ BEGIN
+	my $h = rg_bg_start($node, qq{DO \$\$ DECLARE spins bigint := 0; BEGIN
 		WHILE pg_is_in_recovery() AND coalesce(pg_last_wal_replay_lsn() < '$lsn', true) LOOP
+			spins := spins + 1;
 		END LOOP;
-		RAISE NOTICE 'passed at %', extract(epoch FROM clock_timestamp()); END \$\$},
+		RAISE NOTICE 'passed at % after % spins', extract(epoch FROM clock_timestamp()), spins;
+		END \$\$},
 		$appname);
+	$node->poll_query_until('postgres', qq{SELECT EXISTS (SELECT FROM pg_stat_activity
+		 WHERE application_name = '$appname' AND state = 'active')})
+	  or die "probe $appname never started";
+	return $h;
 }
 
 # rg_probe_time($h)
@@ -282,8 +290,11 @@ sub rg_probe_time
 {
 	my ($h) = @_;
 	rg_bg_finish($h);
-	my ($t) = $h->{stderr} =~ /passed at ([0-9.]+)/;
-	return $t // die "the probe failed: $h->{stderr}";
+	my ($t, $spins) = $h->{stderr} =~ /passed at ([0-9.]+) after (\d+) spins/;
+	die "the probe failed: $h->{stderr}" unless defined $t;
+	die "the probe found replay past its target at its first look: it marks nothing"
+	  unless $spins > 0;
+	return $t;
 }
 
 # rg_woke_at($gate)

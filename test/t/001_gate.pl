@@ -187,8 +187,11 @@ is( $standby->safe_psql('postgres',
 $waited = tv_interval($t0);
 cmp_ok($waited, '<', 2, "it did not wait for its 5 s budget (${waited}s)");
 
+# The token's LSN alone: a token's wait re-checks its timeline every 100 ms,
+# which would hide a lost wake-up (so do the crowd's below).
 my $w = rg_bg_start($standby,
-	[ rg_woke_at("replica_gate.wait_for_lsn('$lsn', 60000)"), 'SELECT v FROM t WHERE id = 1' ],
+	[ rg_woke_at("replica_gate.wait_for_lsn('@{[$lsn =~ s/^.*://r]}', 60000)"),
+	  'SELECT v FROM t WHERE id = 1' ],
 	'paused_waiter');
 my $pid = rg_pid_of($standby, 'paused_waiter');
 my $event = $standby->safe_psql('postgres',
@@ -226,9 +229,10 @@ $lsn = write_value('crowd');
 # fails or comes late shows as itself, not as 199 others timing out after
 # 60 s while the test still waits for the 200th.
 my $crowd_budget = 2 * $PostgreSQL::Test::Utils::timeout_default;
+my $crowd_lsn = $lsn =~ s/^.*://r;
 my $script = $standby->basedir . '/crowd.sql';
 PostgreSQL::Test::Utils::append_to_file($script,
-	"SELECT replica_gate.require_lsn('$lsn', ${crowd_budget}000) \\; "
+	"SELECT replica_gate.require_lsn('$crowd_lsn', ${crowd_budget}000) \\; "
 	  . "SELECT extract(epoch FROM clock_timestamp())\n");
 my ($pb_out, $pb_err) = ('', '');
 my $crowd_log = -s $standby->logfile;
@@ -254,33 +258,40 @@ SELECT replica_gate.waiters(), pg_last_wal_replay_lsn(), pg_is_wal_replay_paused
 SELECT state, wait_event, count(*) FROM pg_stat_activity
  WHERE backend_type = 'client backend' GROUP BY 1, 2 ORDER BY 1, 2;}),
 	"\npgbench: $pb_err") };
-$probe = rg_probe_start($standby, $lsn, 'crowd_probe');
-$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
-$passed = rg_probe_time($probe);
-$pgbench->finish;
+# The crowd's lateness counts from the resume (no probe: a session spinning
+# next to 200 waking backends gets the CPU late, and would then note replay
+# passing late, not early).  Replay passes the target after the resume, so
+# this can only make the crowd look later than it was.
+my $resumed = $standby->safe_psql('postgres',
+	'SELECT extract(epoch FROM clock_timestamp()) FROM (SELECT pg_wal_replay_resume()) r');
+# A waiter that no wake-up reaches keeps pgbench running past its timeout.
+my $finished = eval { $pgbench->finish; 1 };
+$pgbench->kill_kill unless $finished;
 my $crowd_lines = substr(slurp_file($standby->logfile), $crowd_log);
-is($pgbench->result(0), 0, 'pgbench with 200 waiters succeeded')
-  or diag("pgbench: $pb_err\nthe standby's errors since pgbench started:\n",
+ok($finished && $pgbench->result(0) == 0, 'pgbench with 200 waiters succeeded')
+  or diag($finished ? '' : "pgbench timed out after ${crowd_budget}s\n",
+	"pgbench: $pb_err\nthe standby's errors since pgbench started:\n",
 	grep { /ERROR|FATAL/ } split /^/, $crowd_lines);
 like($pb_out, qr/number of transactions actually processed: 200\/200/,
 	'all 200 waiters returned');
 # Waking 200 backends on 2 cores takes a few ms (bench/README.md), but each
 # then finishes its statement and runs the next before it returns: about
-# 0.7 ms of CPU each, so the last one returns 70 to 190 ms after the resume
-# here.  The bound leaves room for a loaded machine and still fails a crowd
-# left to the 1 s safety re-check of 13 to 15 (a lost wake-up of a single
-# waiter, for every cause, is 012's to catch).  The log's times are in
-# milliseconds, in log_timezone (log_line_prefix starts with them); the
-# server turns the last into epoch seconds.
+# 0.7 ms of CPU each, so the last one returns 70 to 300 ms after the resume
+# here.  These waiters sleep on their latch until woken or until their
+# budget ends, so one that no wake-up reaches returns minutes late (or
+# pgbench times out): the bound leaves a slow machine several times what it
+# needs and still fails such a build.  The log's times are in milliseconds,
+# in log_timezone (log_line_prefix starts with them); the server turns the
+# last into epoch seconds.
 my @woke = sort $crowd_lines =~
   /^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+) .*? crowd LOG:  duration: /mg;
 is(scalar(@woke), 200, 'the standby logged when each of the 200 returned');
 my $last = @woke ? $standby->safe_psql('postgres',
 	"SELECT extract(epoch FROM '$woke[-1]'::timestamp AT TIME ZONE current_setting('log_timezone'))")
   : 'inf';
-cmp_ok($last - $passed, '<', 0.4,
-	sprintf('the last of the 200 returned %.1f ms after replay passed the target',
-		($last - $passed) * 1000));
+cmp_ok($last - $resumed, '<', 2,
+	sprintf('the last of the 200 returned %.1f ms after replay resumed',
+		($last - $resumed) * 1000));
 is($standby->safe_psql('postgres', 'SELECT replica_gate.waiters()'),
 	'0', 'none left registered');
 
