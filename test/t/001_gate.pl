@@ -188,7 +188,7 @@ $waited = tv_interval($t0);
 cmp_ok($waited, '<', 2, "it did not wait for its 5 s budget (${waited}s)");
 
 # The token's LSN alone: a token's wait re-checks its timeline every 100 ms,
-# which would hide a lost wake-up (so do the crowd's below).
+# which would hide a lost wake-up (the crowd below waits the same way).
 my $w = rg_bg_start($standby,
 	[ rg_woke_at("replica_gate.wait_for_lsn('@{[$lsn =~ s/^.*://r]}', 60000)"),
 	  'SELECT v FROM t WHERE id = 1' ],
