@@ -20,7 +20,7 @@ use Time::HiRes qw(gettimeofday tv_interval);
 
 our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
-  rg_probe_time rg_woke_at rg_median rg_watcher_runs rg_replay_holds
+  rg_probe_time rg_token_lsn rg_woke_at rg_median rg_watcher_runs rg_replay_holds
   rg_conflict_sampler rg_conflict_longest rg_pause_replay rg_build_client
   rg_pgbouncer rg_strong_counter RG_WAKE_BOUND_MS);
 
@@ -259,6 +259,16 @@ sub rg_pid_of
 		"SELECT pid FROM pg_stat_activity WHERE application_name = '$appname'");
 }
 
+# rg_token_lsn($target)
+#	The LSN of a token ("timeline:LSN"), or $target itself if it is an LSN.
+#	A wait for it alone does not re-check a timeline every 100 ms, which
+#	would hide a lost wake-up.
+sub rg_token_lsn
+{
+	my ($target) = @_;
+	return $target =~ s/^.*://r;
+}
+
 # rg_probe_start($node, $target, $appname)
 #	A session that spins until replay on $node passes $target (an LSN, or
 #	the LSN of a token), or recovery ends, and notes that moment (server
@@ -270,7 +280,7 @@ sub rg_pid_of
 sub rg_probe_start
 {
 	my ($node, $target, $appname) = @_;
-	my $lsn = $target =~ s/^.*://r;
+	my $lsn = rg_token_lsn($target);
 	my $h = rg_bg_start($node, qq{DO \$\$ DECLARE spins bigint := 0; BEGIN
 		WHILE pg_is_in_recovery() AND coalesce(pg_last_wal_replay_lsn() < '$lsn', true) LOOP
 			spins := spins + 1;

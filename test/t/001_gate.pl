@@ -187,10 +187,9 @@ is( $standby->safe_psql('postgres',
 $waited = tv_interval($t0);
 cmp_ok($waited, '<', 2, "it did not wait for its 5 s budget (${waited}s)");
 
-# The token's LSN alone: a token's wait re-checks its timeline every 100 ms,
-# which would hide a lost wake-up (the crowd below waits the same way).
+# The token's LSN alone (rg_token_lsn), as the crowd below.
 my $w = rg_bg_start($standby,
-	[ rg_woke_at("replica_gate.wait_for_lsn('@{[$lsn =~ s/^.*://r]}', 60000)"),
+	[ rg_woke_at("replica_gate.wait_for_lsn('" . rg_token_lsn($lsn) . "', 60000)"),
 	  'SELECT v FROM t WHERE id = 1' ],
 	'paused_waiter');
 my $pid = rg_pid_of($standby, 'paused_waiter');
@@ -229,10 +228,9 @@ $lsn = write_value('crowd');
 # fails or comes late shows as itself, not as 199 others timing out after
 # 60 s while the test still waits for the 200th.
 my $crowd_budget = 2 * $PostgreSQL::Test::Utils::timeout_default;
-my $crowd_lsn = $lsn =~ s/^.*://r;
 my $script = $standby->basedir . '/crowd.sql';
 PostgreSQL::Test::Utils::append_to_file($script,
-	"SELECT replica_gate.require_lsn('$crowd_lsn', ${crowd_budget}000) \\; "
+	"SELECT replica_gate.require_lsn('" . rg_token_lsn($lsn) . "', ${crowd_budget}000) \\; "
 	  . "SELECT extract(epoch FROM clock_timestamp())\n");
 my ($pb_out, $pb_err) = ('', '');
 my $crowd_log = -s $standby->logfile;

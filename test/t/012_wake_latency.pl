@@ -46,9 +46,7 @@ sub record
 sub round
 {
 	my ($node, $target, $event, $name) = @_;
-	my $lsn = $target =~ /:(.*)$/ ? $1 : $target;
-	# The waiter waits for the plain LSN: a token's wait also re-checks its
-	# timeline every 100 ms, which would hide a lost wake-up.
+	my $lsn = rg_token_lsn($target);
 	my $w = rg_bg_start($node,
 		rg_woke_at("replica_gate.wait_for_lsn('$lsn'::pg_lsn, 30000)"), "waiter_$name");
 	rg_pid_of($node, "waiter_$name");
