@@ -8,9 +8,13 @@
  *		every paying commit acknowledged before t + W: the primary
  *		acknowledges none before the standby has applied it or the lease
  *		has expired.  A strong read that begins within that window needs no
- *		question of its own: the answer is its target (question.c).  The
- *		age of the newest replayed answer also bounds the staleness of this
- *		standby (staleness.c).  src/README.md has the argument.
+ *		question of its own: the answer is its target (question.c).  Any
+ *		answer whose window covers the read serves; of the newest and the
+ *		one before it, the read takes the older while its window covers the
+ *		read, since replay has nearly always passed its position, where a
+ *		write load keeps the newest's ahead of replay.  The age of the
+ *		newest replayed answer also bounds the staleness of this standby
+ *		(staleness.c).  src/README.md has the argument.
  *
  * The clocks.  The window is measured on this standby's clock (rg_clock_us:
  * CLOCK_BOOTTIME on Linux, which counts suspend), the commit wait on the
@@ -23,13 +27,18 @@
  * clock must have advanced at a rate within the bound of this standby's
  * (the uncertainty counted against it).  Until that has held on the
  * current connection, and whenever it fails, answers serve no window and
- * bound no staleness; the check runs again at each such span.
+ * bound no staleness; the check runs again at each such span.  Between
+ * answers closer than that, a primary's clock that advanced faster than
+ * the bound allows even at the longest this standby's clock can have
+ * counted fails the check at once: it is what a stop of this clock between
+ * two answers looks like, which would make the older look younger.
  *
  * A clock that stops.  A clock stopped while the machine was paused (a
  * virtual machine's, by its hypervisor) makes an old answer look young.
  * Each read that would use an answer looks for what this standby can see
  * of that: its wall clock stepped against rg_clock_us() since the answer
- * (a clock corrected after a pause, by NTP or the hypervisor's agent), or
+ * (a clock corrected after a pause, by NTP or the hypervisor's agent; the
+ * next answer looks again, so that a step between two drops both), or
  * a message its WAL receiver got from the primary sent later, on the
  * primary's wall clock, than this standby's clock allows since the
  * answer (the primary's clock did not stop).  Either drops the proof: no
@@ -95,6 +104,8 @@ typedef struct RgProofShared
 	RgTarget	answer;			/* that answer */
 	RgAnswerClocks clocks;		/* what it said of the primary */
 	int64		wall_offset;	/* this wall clock - rg_clock_us when it came */
+	int64		prev_asked;		/* when the one before was asked, 0: it may not serve */
+	RgTarget	prev_answer;	/* that one */
 	int64		demand;			/* rg_clock_us of the last read that wanted one */
 } RgProofShared;
 
@@ -167,6 +178,7 @@ rg_proof_connected(int commit_wait_ms)
 	rg_proof->clock_ok = false;
 	rg_proof->clock_reset = false;
 	rg_proof->asked = 0;
+	rg_proof->prev_asked = 0;
 	SpinLockRelease(&rg_proof->mutex);
 }
 
@@ -207,13 +219,14 @@ rg_proof_commit_wait_ms(void)
  *		least RG_PROOF_CLOCK_SPAN_US apart; a comparison that the round
  *		trips leave too uncertain to decide either way is made again over a
  *		longer span (the last verdict stands meanwhile), but one that proves
- *		the rates apart ends the last verdict at once.
+ *		the rates apart ends the last verdict at once, over any span.
  */
 static void
 rg_proof_clock_check(int64 asked, int64 received, int64 primary)
 {
 	double		slowest;
 	double		fastest;
+	bool		apart;
 	bool		ok;
 
 	if (rg_proof_clock.asked == 0 || primary <= rg_proof_clock.primary)
@@ -230,22 +243,24 @@ rg_proof_clock_check(int64 asked, int64 received, int64 primary)
 		rg_proof_clock.primary = primary;
 		return;
 	}
-	if (received - rg_proof_clock.asked < RG_PROOF_CLOCK_SPAN_US ||
-		asked <= rg_proof_clock.received)
-		return;
 
 	/*
 	 * The primary read its clock somewhere within each round trip: its
-	 * interval's rate against ours lies between these two.
+	 * interval's rate against ours lies between these two (the second is
+	 * unknown while the question was asked before the first answer came).
 	 */
 	slowest = (double) (primary - rg_proof_clock.primary) /
 		(received - rg_proof_clock.asked);
-	fastest = (double) (primary - rg_proof_clock.primary) /
-		(asked - rg_proof_clock.received);
+	fastest = asked > rg_proof_clock.received ?
+		(double) (primary - rg_proof_clock.primary) /
+		(asked - rg_proof_clock.received) : slowest + 1;
+	apart = slowest > 1 + RG_PROOF_RATE_BOUND || fastest < 1 - RG_PROOF_RATE_BOUND;
+	if (!apart && (received - rg_proof_clock.asked < RG_PROOF_CLOCK_SPAN_US ||
+				   asked <= rg_proof_clock.received))
+		return;
 	ok = slowest >= 1 - RG_PROOF_RATE_BOUND && fastest <= 1 + RG_PROOF_RATE_BOUND;
 	/* neither within the bound nor out of it for certain: compare over longer */
-	if (!ok && fastest - slowest > RG_PROOF_RATE_BOUND / 2 &&
-		slowest <= 1 + RG_PROOF_RATE_BOUND && fastest >= 1 - RG_PROOF_RATE_BOUND)
+	if (!ok && !apart && fastest - slowest > RG_PROOF_RATE_BOUND / 2)
 		return;
 	SpinLockAcquire(&rg_proof->mutex);
 	rg_proof->clock_ok = ok;
@@ -284,20 +299,25 @@ rg_proof_wall_offset(void)
  *		rg_proof_wall_offset() "asked_offset" then) got "answer", received
  *		at "received", with what it said of the primary's clocks and commit
  *		wait.  After a read saw this clock stop, or if the wall clock was
- *		stepped while the question was out, the clock check starts again
- *		from this answer.
+ *		stepped since the last answer came (or, without one, while the
+ *		question was out), the clock check starts again from this answer,
+ *		and the last answer may not serve; otherwise it may, as the answer
+ *		before the newest, if it granted a lease, for paying commits, on
+ *		the same timeline.
  */
 void
 rg_proof_answered(const RgTarget *answer, int64 asked, int64 asked_offset,
 				  int64 received, const RgAnswerClocks *clocks)
 {
 	int64		wall_offset = rg_proof_wall_offset();
+	int64		stepped;
 	bool		reset;
 
 	SpinLockAcquire(&rg_proof->mutex);
+	stepped = wall_offset -
+		(rg_proof->asked != 0 ? rg_proof->wall_offset : asked_offset);
 	reset = rg_proof->clock_reset ||
-		wall_offset - asked_offset > RG_PROOF_STEP_US ||
-		asked_offset - wall_offset > RG_PROOF_STEP_US;
+		stepped > RG_PROOF_STEP_US || stepped < -RG_PROOF_STEP_US;
 	rg_proof->clock_reset = false;
 	if (reset)
 		rg_proof->clock_ok = false;
@@ -306,6 +326,11 @@ rg_proof_answered(const RgTarget *answer, int64 asked, int64 asked_offset,
 		rg_proof_clock.asked = 0;
 	rg_proof_clock_check(asked, received, clocks->commit_clock);
 	SpinLockAcquire(&rg_proof->mutex);
+	rg_proof->prev_asked = !reset && rg_proof->asked != 0 &&
+		rg_proof->clocks.paying && rg_proof->clocks.leased &&
+		rg_proof->answer.tli == answer->tli ?
+		rg_proof->asked : 0;
+	rg_proof->prev_answer = rg_proof->answer;
 	rg_proof->answer = *answer;
 	rg_proof->asked = asked;
 	rg_proof->clocks = *clocks;
@@ -448,10 +473,12 @@ rg_proof_read_end(bool want, int64 now, int64 lost)
 
 /*
  * rg_proof_use
- *		For a strong read beginning now: the newest answer, if its window
- *		still covers now (the primary's commits pay the commit wait, it
- *		granted this standby a lease, the clock check held, this clock did
- *		not stop).
+ *		For a strong read beginning now: if the newest answer's window still
+ *		covers now (the primary's commits pay the commit wait, it granted
+ *		this standby a lease, the clock check held, this clock did not
+ *		stop), the answer before it while its own window covers now too
+ *		(its position is older, and nearly always replayed already), else
+ *		the newest.
  */
 bool
 rg_proof_use(RgTarget *answer)
@@ -466,7 +493,9 @@ rg_proof_use(RgTarget *answer)
 		rg_proof->clocks.paying && rg_proof->clocks.leased &&
 		now - rg_proof->asked <= rg_proof->window_us;
 	if (covered)
-		*answer = rg_proof->answer;
+		*answer = rg_proof->prev_asked != 0 &&
+			now - rg_proof->prev_asked <= rg_proof->window_us ?
+			rg_proof->prev_answer : rg_proof->answer;
 	/* without a commit wait, fresh answers would serve no strong read */
 	rg_proof_read_end(rg_proof->window_us > 0, now, lost);
 	return covered;

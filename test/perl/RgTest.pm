@@ -22,7 +22,7 @@ our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
   rg_probe_time rg_token_lsn rg_woke_at rg_median rg_watcher_runs rg_replay_holds
   rg_conflict_sampler rg_conflict_longest rg_pause_replay rg_build_client
-  rg_pgbouncer rg_strong_counter RG_WAKE_BOUND_MS);
+  rg_pgbouncer rg_strong_counter RG_WAKE_BOUND_MS rg_session rg_session_query);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -69,6 +69,35 @@ sub rg_bg_start
 		'<', \undef, '>', \$h->{stdout}, '2>', \$h->{stderr},
 		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 	return $h;
+}
+
+# rg_session($node, $user)
+#	An open session of $user (the OS user if undef) for rg_session_query,
+#	so that statements run one after the other with no connection between
+#	them.
+sub rg_session
+{
+	my ($node, $user) = @_;
+	my $h = { in => '', out => '' };
+	$h->{run} = IPC::Run::start(
+		[ 'psql', '-XAtq', '-d', $node->connstr('postgres') . ($user ? " user=$user" : '') ],
+		'<', \$h->{in}, '>', \$h->{out}, '2>&1',
+		IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
+	return $h;
+}
+
+# rg_session_query($h, $sql)
+#	Run $sql in the session; returns what psql printed for it, errors
+#	included.
+sub rg_session_query
+{
+	my ($h, $sql) = @_;
+	$h->{out} = '';
+	$h->{in} .= "$sql\n\\echo __rg_done__\n";
+	$h->{run}->pump until $h->{out} =~ /__rg_done__\n\z/;
+	(my $out = $h->{out}) =~ s/__rg_done__\n\z//;
+	chomp $out;
+	return $out;
 }
 
 # rg_bg_finish($h)

@@ -1,0 +1,85 @@
+# A strong read served without a question takes as its target the answer
+# before the newest while that answer's own window still covers the read
+# (its position is older, so replay has nearly always passed it), else the
+# newest (proof.c).  Here the previous answer has outlived its window when
+# the newest arrives, and a write was acknowledged in between: the read
+# must take the newest.
+#
+# Each attempt: the standby holds a lease (W = 400 ms); its question worker
+# is stopped (SIGSTOP) until that lease has expired on the primary; a
+# commit is then acknowledged at once (no lease is live); the worker is
+# woken and asks, and its answer grants a new lease; a strong read right
+# after it is served locally (counted), and must see the commit.  The
+# standby applies 300 ms late, so a read whose target is the previous
+# answer's position returns the value from before the commit (a build that
+# takes the previous answer without its window does, in every counted
+# attempt); the newest answer's position makes it wait for the commit.
+
+use strict;
+use warnings;
+
+use FindBin;
+use lib "$FindBin::RealBin/../perl";
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use RgTest;
+use Test::More;
+use Time::HiRes qw(gettimeofday tv_interval usleep);
+
+my $W = 400;
+my ($primary, $standby) = rg_primary_standby(
+	primary_conf => "autovacuum = off\nreplica_gate.commit_wait = '${W}ms'\n",
+	standby_conf => "recovery_min_apply_delay = '300ms'\n");
+rg_strong_counter($primary, '2s');
+$primary->wait_for_catchup($standby->name, 'replay');
+
+my $strong_read = sub {
+	my ($ret, $out, $err) = $standby->psql('postgres',
+		"\\set VERBOSITY verbose\nSELECT v FROM counter", extra_params => [ '-U', 'reader' ]);
+	return $ret == 0 ? $out : "error: $err";
+};
+my $local_reads = sub {
+	return $standby->safe_psql('postgres', 'SELECT strong_reads_local FROM replica_gate.stats');
+};
+# How long until the standby's lease expires on the primary (ms; negative:
+# expired, or none).
+my $lease_ms = sub {
+	return $primary->safe_psql('postgres',
+		'SELECT coalesce(max(expires_in_ms), -1e9) FROM replica_gate.leases()');
+};
+
+my $start = [gettimeofday];
+$strong_read->() while $local_reads->() < 5 && tv_interval($start) < 30;
+cmp_ok($local_reads->(), '>=', 5, 'strong reads are served without a question');
+
+my $pm = $standby->{_pid};
+my ($worker) = split /\s+/, `pgrep -P $pm -f 'replica_gate question'`;
+ok($worker, "the question worker runs ($worker)");
+
+my ($counted, $wrong, $value) = (0, 0, 0);
+for my $attempt (1 .. 8)
+{
+	last if $counted >= 3;
+	# a fresh lease, then no answer until it has expired
+	$start = [gettimeofday];
+	$strong_read->() until $lease_ms->() > $W / 2 || tv_interval($start) > 10;
+	kill 'STOP', $worker;
+	usleep(20_000) until $lease_ms->() < 0;
+	$primary->safe_psql('postgres', 'UPDATE counter SET v = v + 1');
+	$value++;
+	# the worker asks at once (its old latch timeout ran while it was stopped)
+	kill 'CONT', $worker;
+	kill 'USR1', $worker;
+	$start = [gettimeofday];
+	usleep(5_000) until $lease_ms->() > $W / 2 || tv_interval($start) > 2;
+	my $before = $local_reads->();
+	my $read = $strong_read->();
+	next if $local_reads->() == $before;    # it asked: not the case tested
+	$counted++;
+	$wrong++ if $read =~ /^[0-9]+$/ && $read < $value;
+	note("attempt $attempt: served locally, read $read, committed $value");
+}
+cmp_ok($counted, '>=', 3, "reads served with a new answer right after an expired one ($counted)");
+is($wrong, 0, 'none of them returned the value from before the commit');
+done_testing();
