@@ -73,6 +73,9 @@
  */
 #define RG_PROOF_RATE_BOUND		0.01
 
+/* What a difference of two readings of a clock in us can be off by. */
+#define RG_PROOF_TICK_US		2
+
 /* A step of this standby's wall clock that drops the proofs (us). */
 #define RG_PROOF_STEP_US		1000
 
@@ -104,24 +107,28 @@ typedef struct RgProofShared
 	RgTarget	answer;			/* that answer */
 	RgAnswerClocks clocks;		/* what it said of the primary */
 	int64		wall_offset;	/* this wall clock - rg_clock_us when it came */
-	int64		prev_asked;		/* when the one before was asked, 0: it may not serve */
-	RgTarget	prev_answer;	/* that one */
+	int64		prev_asked;		/* the answer before it may serve: asked */
+	RgTarget	prev_answer;	/* ...then, and this (0: it may not) */
 	int64		demand;			/* rg_clock_us of the last read that wanted one */
 } RgProofShared;
 
 static RgProofShared *rg_proof = NULL;
 
-/*
- * In the worker: the answer the clocks are compared from (asked and
- * received on this standby's clock, and the primary's clock in it), or
- * asked 0.
- */
-static struct
+/* An answer's clocks: asked and received on this one, the primary's in it. */
+typedef struct RgProofClock
 {
-	int64		asked;
+	int64		asked;			/* 0: none */
 	int64		received;
 	int64		primary;
-}			rg_proof_clock;
+} RgProofClock;
+
+/*
+ * In the worker: the answer the clock check compares from, the last answer,
+ * and whether no stop of this clock was seen when the last answer came.
+ */
+static RgProofClock rg_proof_base;
+static RgProofClock rg_proof_last;
+static bool rg_proof_last_sound;
 
 Size
 rg_proof_shmem_size(void)
@@ -169,7 +176,8 @@ rg_proof_attach(Latch *worker)
 void
 rg_proof_connected(int commit_wait_ms)
 {
-	rg_proof_clock.asked = 0;
+	rg_proof_base.asked = 0;
+	rg_proof_last.asked = 0;
 	SpinLockAcquire(&rg_proof->mutex);
 	rg_proof->commit_wait_ms = commit_wait_ms;
 	rg_proof->window_us = (int64) (Max(commit_wait_ms, 0) * 1000.0 *
@@ -212,62 +220,83 @@ rg_proof_commit_wait_ms(void)
 }
 
 /*
- * rg_proof_clock_check
- *		In the worker: with an answer asked at "asked", received at
- *		"received" and carrying the primary's clock "primary", do the
- *		clocks' rates agree within the bound?  The answers compared are at
- *		least RG_PROOF_CLOCK_SPAN_US apart; a comparison that the round
- *		trips leave too uncertain to decide either way is made again over a
- *		longer span (the last verdict stands meanwhile), but one that proves
- *		the rates apart ends the last verdict at once, over any span.
+ * rg_proof_rates
+ *		The slowest and the fastest rate at which the primary's clock can
+ *		have advanced against this one between answers "from" and "to": the
+ *		primary read its clock somewhere within each round trip (each
+ *		difference of readings counted as off by a tick, in the answers'
+ *		favour, which matters between answers a few hundred us apart).
+ *		Questions are asked one at a time, "to" after "from" came.
  */
 static void
-rg_proof_clock_check(int64 asked, int64 received, int64 primary)
+rg_proof_rates(const RgProofClock *from, const RgProofClock *to,
+			   double *slowest, double *fastest)
 {
-	double		slowest;
-	double		fastest;
-	bool		apart;
+	double		advanced = (double) (to->primary - from->primary);
+
+	*slowest = (advanced - RG_PROOF_TICK_US) /
+		(to->received - from->asked + RG_PROOF_TICK_US);
+	*fastest = (advanced + RG_PROOF_TICK_US) /
+		Max(to->asked - from->received - RG_PROOF_TICK_US, 1);
+}
+
+/* Rates proven apart: beyond the bound whatever the round trips hid. */
+static inline bool
+rg_proof_apart(double slowest, double fastest)
+{
+	return slowest > 1 + RG_PROOF_RATE_BOUND || fastest < 1 - RG_PROOF_RATE_BOUND;
+}
+
+/*
+ * rg_proof_clock_check
+ *		In the worker: with answer "now", do the clocks' rates agree within
+ *		the bound?  The answers compared for a verdict are at least
+ *		RG_PROOF_CLOCK_SPAN_US apart; a comparison that the round trips
+ *		leave too uncertain to decide either way is made again over a
+ *		longer span (the last verdict stands meanwhile).  Rates proven apart,
+ *		against that answer or against the last one however close, end the
+ *		verdict at once, and so does a primary's clock that went back; the
+ *		check then starts again from "now".  Returns whether that happened:
+ *		this clock may have stopped between the last answer and "now".
+ */
+static bool
+rg_proof_clock_check(const RgProofClock *now)
+{
+	RgProofClock last = rg_proof_last;
+	double		slowest = 0;
+	double		fastest = 0;
+	bool		apart = false;
 	bool		ok;
 
-	if (rg_proof_clock.asked == 0 || primary <= rg_proof_clock.primary)
+	rg_proof_last = *now;
+	if (last.asked != 0)
 	{
-		if (rg_proof_clock.asked != 0)
-		{
-			/* the primary's clock went back: no verdict from it */
-			SpinLockAcquire(&rg_proof->mutex);
-			rg_proof->clock_ok = false;
-			SpinLockRelease(&rg_proof->mutex);
-		}
-		rg_proof_clock.asked = asked;
-		rg_proof_clock.received = received;
-		rg_proof_clock.primary = primary;
-		return;
+		rg_proof_rates(&last, now, &slowest, &fastest);
+		apart = now->primary <= last.primary || rg_proof_apart(slowest, fastest);
 	}
-
-	/*
-	 * The primary read its clock somewhere within each round trip: its
-	 * interval's rate against ours lies between these two (the second is
-	 * unknown while the question was asked before the first answer came).
-	 */
-	slowest = (double) (primary - rg_proof_clock.primary) /
-		(received - rg_proof_clock.asked);
-	fastest = asked > rg_proof_clock.received ?
-		(double) (primary - rg_proof_clock.primary) /
-		(asked - rg_proof_clock.received) : slowest + 1;
-	apart = slowest > 1 + RG_PROOF_RATE_BOUND || fastest < 1 - RG_PROOF_RATE_BOUND;
-	if (!apart && (received - rg_proof_clock.asked < RG_PROOF_CLOCK_SPAN_US ||
-				   asked <= rg_proof_clock.received))
-		return;
-	ok = slowest >= 1 - RG_PROOF_RATE_BOUND && fastest <= 1 + RG_PROOF_RATE_BOUND;
+	if (rg_proof_base.asked != 0 && !apart)
+	{
+		rg_proof_rates(&rg_proof_base, now, &slowest, &fastest);
+		apart = now->primary <= rg_proof_base.primary ||
+			rg_proof_apart(slowest, fastest);
+		if (!apart && now->received - rg_proof_base.asked < RG_PROOF_CLOCK_SPAN_US)
+			return false;
+	}
+	ok = !apart && rg_proof_base.asked != 0 &&
+		slowest >= 1 - RG_PROOF_RATE_BOUND && fastest <= 1 + RG_PROOF_RATE_BOUND;
 	/* neither within the bound nor out of it for certain: compare over longer */
-	if (!ok && !apart && fastest - slowest > RG_PROOF_RATE_BOUND / 2)
-		return;
-	SpinLockAcquire(&rg_proof->mutex);
-	rg_proof->clock_ok = ok;
-	SpinLockRelease(&rg_proof->mutex);
-	rg_proof_clock.asked = asked;
-	rg_proof_clock.received = received;
-	rg_proof_clock.primary = primary;
+	if (!ok && !apart && rg_proof_base.asked != 0 &&
+		fastest - slowest > RG_PROOF_RATE_BOUND / 2)
+		return false;
+	if (rg_proof_base.asked != 0)
+	{
+		SpinLockAcquire(&rg_proof->mutex);
+		/* (a read that saw this clock stop meanwhile has the last word) */
+		rg_proof->clock_ok = ok && !rg_proof->clock_reset;
+		SpinLockRelease(&rg_proof->mutex);
+	}
+	rg_proof_base = *now;
+	return apart;
 }
 
 /*
@@ -300,18 +329,21 @@ rg_proof_wall_offset(void)
  *		at "received", with what it said of the primary's clocks and commit
  *		wait.  After a read saw this clock stop, or if the wall clock was
  *		stepped since the last answer came (or, without one, while the
- *		question was out), the clock check starts again from this answer,
- *		and the last answer may not serve; otherwise it may, as the answer
- *		before the newest, if it granted a lease, for paying commits, on
- *		the same timeline.
+ *		question was out), the clock check starts again from this answer.
+ *		The last answer may then serve as the one before the newest if no
+ *		stop of this clock was seen when it came nor now (a step, a read
+ *		that saw one, the clock check: rg_proof_clock_check), and it granted
+ *		a lease, for paying commits, on the same timeline.
  */
 void
 rg_proof_answered(const RgTarget *answer, int64 asked, int64 asked_offset,
 				  int64 received, const RgAnswerClocks *clocks)
 {
+	RgProofClock now = {asked, received, clocks->commit_clock};
 	int64		wall_offset = rg_proof_wall_offset();
 	int64		stepped;
 	bool		reset;
+	bool		stopped;
 
 	SpinLockAcquire(&rg_proof->mutex);
 	stepped = wall_offset -
@@ -323,19 +355,30 @@ rg_proof_answered(const RgTarget *answer, int64 asked, int64 asked_offset,
 		rg_proof->clock_ok = false;
 	SpinLockRelease(&rg_proof->mutex);
 	if (reset)
-		rg_proof_clock.asked = 0;
-	rg_proof_clock_check(asked, received, clocks->commit_clock);
+		rg_proof_base.asked = 0;
+	stopped = rg_proof_clock_check(&now) || reset;
+
 	SpinLockAcquire(&rg_proof->mutex);
-	rg_proof->prev_asked = !reset && rg_proof->asked != 0 &&
+	/* a read saw this clock stop since: the next answer starts again */
+	if (rg_proof->clock_reset)
+	{
+		stopped = true;
+		rg_proof->clock_ok = false;
+	}
+	rg_proof->prev_asked = 0;
+	if (!stopped && rg_proof_last_sound && rg_proof->asked != 0 &&
 		rg_proof->clocks.paying && rg_proof->clocks.leased &&
-		rg_proof->answer.tli == answer->tli ?
-		rg_proof->asked : 0;
-	rg_proof->prev_answer = rg_proof->answer;
+		rg_proof->answer.tli == answer->tli)
+	{
+		rg_proof->prev_asked = rg_proof->asked;
+		rg_proof->prev_answer = rg_proof->answer;
+	}
 	rg_proof->answer = *answer;
 	rg_proof->asked = asked;
 	rg_proof->clocks = *clocks;
 	rg_proof->wall_offset = wall_offset;
 	SpinLockRelease(&rg_proof->mutex);
+	rg_proof_last_sound = !stopped;
 }
 
 /*
@@ -492,10 +535,11 @@ rg_proof_use(RgTarget *answer)
 	covered = rg_proof_read_begin(&now, &lost) &&
 		rg_proof->clocks.paying && rg_proof->clocks.leased &&
 		now - rg_proof->asked <= rg_proof->window_us;
-	if (covered)
-		*answer = rg_proof->prev_asked != 0 &&
-			now - rg_proof->prev_asked <= rg_proof->window_us ?
-			rg_proof->prev_answer : rg_proof->answer;
+	if (covered && rg_proof->prev_asked != 0 &&
+		now - rg_proof->prev_asked <= rg_proof->window_us)
+		*answer = rg_proof->prev_answer;
+	else if (covered)
+		*answer = rg_proof->answer;
 	/* without a commit wait, fresh answers would serve no strong read */
 	rg_proof_read_end(rg_proof->window_us > 0, now, lost);
 	return covered;

@@ -691,9 +691,9 @@ rg_question_answer(void)
 				break;
 		}
 	}
-	rg_stats_question(ok, GetCurrentTimestamp() - start);
 	if (ok)
 		rg_proof_answered(&answer, asked, asked_offset, rg_clock_us(), &clocks);
+	rg_stats_question(ok, GetCurrentTimestamp() - start);
 	rg_question_end(ok ? &answer : NULL, rg_worker.why);
 }
 

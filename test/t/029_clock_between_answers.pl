@@ -10,13 +10,15 @@
 # The standby asks the primary through a proxy (test/clients/rg_proxy.py)
 # that adds a jump to the primary's clock in every answer from a given
 # moment on, as a stop of the standby's own clock would look to it.  With
-# W = 300 ms the question worker asks every 150 ms and compares the clocks
-# over at least 200 ms, so about every other answer makes no comparison
-# over the full span: in each attempt, strong reads right after the jumped
-# answer must all ask the primary (a build whose clock check waits for its
-# full span serves them without a question whenever the jumped answer was
-# such an answer: about half the attempts, so it fails 8 attempts with
-# odds of 255 in 256).
+# W = 300 ms the question worker asks every 150 ms and makes a verdict over
+# at least 200 ms.  Each attempt waits until strong reads are served
+# locally (a verdict has just held), holds the primary's replies, sets the
+# jump and lets them go, so that the next answer, about 150 ms after that
+# verdict, carries it; once the worker has taken that answer in
+# (stats.questions), five strong reads must all ask the primary.  A build
+# whose clock check waits for its full span serves them without a question
+# whenever the jumped answer came within 0.2 s of the verdict: every other
+# attempt here (20 of 40 reads on 15).
 
 use strict;
 use warnings;
@@ -44,7 +46,8 @@ my $proxy = IPC::Run::start(
 	[ '/usr/bin/python3', "$FindBin::RealBin/../clients/rg_proxy.py",
 	  "$proxy_dir/.s.PGSQL.5432", $primary->host . '/.s.PGSQL.' . $primary->port,
 	  "$proxy_dir/hold", 1, $jump_file ],
-	'>', \$proxy_out, '2>', \my $proxy_err);
+	'>', \$proxy_out, '2>', \my $proxy_err,
+	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 $proxy->pump until $proxy_out =~ /listening/;
 
 my $standby = PostgreSQL::Test::Cluster->new('jumped');
@@ -60,6 +63,9 @@ my $reader = rg_session($standby, 'reader');
 my $stats = rg_session($standby);
 my $local_reads = sub {
 	return rg_session_query($stats, 'SELECT strong_reads_local FROM replica_gate.stats;');
+};
+my $questions = sub {
+	return rg_session_query($stats, 'SELECT questions FROM replica_gate.stats;');
 };
 # Strong reads until one is served without a question (its clock check
 # has just held: the worker asks next about W / 2 later).
@@ -77,11 +83,19 @@ my ($jump, $served) = (0, 0);
 for my $attempt (1 .. 8)
 {
 	$served_locally->() or die 'strong reads are no longer served locally';
+	# The next answer carries the jump: the primary's replies held, an
+	# answer passed on before taken in, the jump set, the replies let go.
+	PostgreSQL::Test::Utils::append_to_file("$proxy_dir/hold", '');
+	usleep(20_000);
+	my $asked = $questions->();
 	$jump += 100_000;
 	PostgreSQL::Test::Utils::append_to_file("$jump_file.new", "$jump\n");
 	rename "$jump_file.new", $jump_file or die "could not rename: $!";
+	unlink "$proxy_dir/hold";
 	$proxy->pump until $proxy_out =~ /jumped $jump\n/;
-	usleep(30_000);    # for the worker to take the answer in; the next is 150 ms away
+	# (the worker counts a question once it has taken its answer in)
+	my $start = [gettimeofday];
+	usleep(1_000) while $questions->() == $asked && tv_interval($start) < 10;
 	my $before = $local_reads->();
 	rg_session_query($reader, 'SELECT v FROM counter;') for 1 .. 5;
 	my $now = $local_reads->() - $before;
