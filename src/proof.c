@@ -27,11 +27,14 @@
  * clock must have advanced at a rate within the bound of this standby's
  * (the uncertainty counted against it).  Until that has held on the
  * current connection, and whenever it fails, answers serve no window and
- * bound no staleness; the check runs again at each such span.  Between
- * answers closer than that, a primary's clock that advanced faster than
- * the bound allows even at the longest this standby's clock can have
- * counted fails the check at once: it is what a stop of this clock between
- * two answers looks like, which would make the older look younger.
+ * bound no staleness; the check runs again at each such span.  Each
+ * answer is also compared with the last one, and with the one the check
+ * compares from, however close: rates proven apart (a primary's clock that
+ * advanced faster than the bound allows even at the longest this standby's
+ * clock can have counted, or slower at the shortest) fail the check at
+ * once.  A stop of this clock between two answers looks like that, and
+ * would make the older look younger: an answer at whose arrival a stop was
+ * seen never serves as the one before the newest.
  *
  * A clock that stops.  A clock stopped while the machine was paused (a
  * virtual machine's, by its hypervisor) makes an old answer look young.
@@ -107,8 +110,9 @@ typedef struct RgProofShared
 	RgTarget	answer;			/* that answer */
 	RgAnswerClocks clocks;		/* what it said of the primary */
 	int64		wall_offset;	/* this wall clock - rg_clock_us when it came */
-	int64		prev_asked;		/* the answer before it may serve: asked */
-	RgTarget	prev_answer;	/* ...then, and this (0: it may not) */
+	int64		prev_asked;		/* when the answer before it was asked, if it
+								 * may serve (else 0) */
+	RgTarget	prev_answer;	/* that answer */
 	int64		demand;			/* rg_clock_us of the last read that wanted one */
 } RgProofShared;
 
@@ -256,8 +260,9 @@ rg_proof_apart(double slowest, double fastest)
  *		longer span (the last verdict stands meanwhile).  Rates proven apart,
  *		against that answer or against the last one however close, end the
  *		verdict at once, and so does a primary's clock that went back; the
- *		check then starts again from "now".  Returns whether that happened:
- *		this clock may have stopped between the last answer and "now".
+ *		check then starts again from "now".  Returns whether that happened
+ *		(this clock may have stopped between the last answer and "now", or
+ *		the rates are apart: either way no answer is to be trusted).
  */
 static bool
 rg_proof_clock_check(const RgProofClock *now)

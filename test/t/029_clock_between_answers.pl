@@ -12,8 +12,9 @@
 # moment on, as a stop of the standby's own clock would look to it.  With
 # W = 300 ms the question worker asks every 150 ms and makes a verdict over
 # at least 200 ms.  Each attempt waits until strong reads are served
-# locally (a verdict has just held), holds the primary's replies, sets the
-# jump and lets them go, so that the next answer, about 150 ms after that
+# locally (a verdict has just held), holds the primary's replies (and
+# waits until the worker's count of questions stays put: any answer passed
+# on before is taken in), sets the jump and lets them go, so that the next answer, about 150 ms after that
 # verdict, carries it; once the worker has taken that answer in
 # (stats.questions), five strong reads must all ask the primary.  A build
 # whose clock check waits for its full span serves them without a question
@@ -86,8 +87,12 @@ for my $attempt (1 .. 8)
 	# The next answer carries the jump: the primary's replies held, an
 	# answer passed on before taken in, the jump set, the replies let go.
 	PostgreSQL::Test::Utils::append_to_file("$proxy_dir/hold", '');
-	usleep(20_000);
-	my $asked = $questions->();
+	my $asked = -1;
+	while ($asked != (my $now = $questions->()))
+	{
+		$asked = $now;
+		usleep(30_000);
+	}
 	$jump += 100_000;
 	PostgreSQL::Test::Utils::append_to_file("$jump_file.new", "$jump\n");
 	rename "$jump_file.new", $jump_file or die "could not rename: $!";
@@ -96,6 +101,7 @@ for my $attempt (1 .. 8)
 	# (the worker counts a question once it has taken its answer in)
 	my $start = [gettimeofday];
 	usleep(1_000) while $questions->() == $asked && tv_interval($start) < 10;
+	die 'the worker never took the jumped answer in' if $questions->() == $asked;
 	my $before = $local_reads->();
 	rg_session_query($reader, 'SELECT v FROM counter;') for 1 .. 5;
 	my $now = $local_reads->() - $before;
