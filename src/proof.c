@@ -244,11 +244,19 @@ rg_proof_rates(const RgProofClock *from, const RgProofClock *to,
 		Max(to->asked - from->received - RG_PROOF_TICK_US, 1);
 }
 
-/* Rates proven apart: beyond the bound whatever the round trips hid. */
-static inline bool
-rg_proof_apart(double slowest, double fastest)
+/*
+ * rg_proof_apart
+ *		Are the rates between answers "from" and "to" (rg_proof_rates, which
+ *		sets *slowest and *fastest) proven apart, beyond the bound whatever
+ *		the round trips hid, or did the primary's clock go back?
+ */
+static bool
+rg_proof_apart(const RgProofClock *from, const RgProofClock *to,
+			   double *slowest, double *fastest)
 {
-	return slowest > 1 + RG_PROOF_RATE_BOUND || fastest < 1 - RG_PROOF_RATE_BOUND;
+	rg_proof_rates(from, to, slowest, fastest);
+	return to->primary <= from->primary ||
+		*slowest > 1 + RG_PROOF_RATE_BOUND || *fastest < 1 - RG_PROOF_RATE_BOUND;
 }
 
 /*
@@ -268,38 +276,30 @@ static bool
 rg_proof_clock_check(const RgProofClock *now)
 {
 	RgProofClock last = rg_proof_last;
-	double		slowest = 0;
-	double		fastest = 0;
-	bool		apart = false;
+	double		slowest;
+	double		fastest;
+	bool		apart;
 	bool		ok;
 
 	rg_proof_last = *now;
-	if (last.asked != 0)
+	apart = last.asked != 0 && rg_proof_apart(&last, now, &slowest, &fastest);
+	if (!apart && rg_proof_base.asked == 0)
 	{
-		rg_proof_rates(&last, now, &slowest, &fastest);
-		apart = now->primary <= last.primary || rg_proof_apart(slowest, fastest);
-	}
-	if (rg_proof_base.asked != 0 && !apart)
-	{
-		rg_proof_rates(&rg_proof_base, now, &slowest, &fastest);
-		apart = now->primary <= rg_proof_base.primary ||
-			rg_proof_apart(slowest, fastest);
-		if (!apart && now->received - rg_proof_base.asked < RG_PROOF_CLOCK_SPAN_US)
-			return false;
-	}
-	ok = !apart && rg_proof_base.asked != 0 &&
-		slowest >= 1 - RG_PROOF_RATE_BOUND && fastest <= 1 + RG_PROOF_RATE_BOUND;
-	/* neither within the bound nor out of it for certain: compare over longer */
-	if (!ok && !apart && rg_proof_base.asked != 0 &&
-		fastest - slowest > RG_PROOF_RATE_BOUND / 2)
+		rg_proof_base = *now;
 		return false;
-	if (rg_proof_base.asked != 0)
-	{
-		SpinLockAcquire(&rg_proof->mutex);
-		/* (a read that saw this clock stop meanwhile has the last word) */
-		rg_proof->clock_ok = ok && !rg_proof->clock_reset;
-		SpinLockRelease(&rg_proof->mutex);
 	}
+	if (!apart)
+		apart = rg_proof_apart(&rg_proof_base, now, &slowest, &fastest);
+	ok = !apart &&
+		slowest >= 1 - RG_PROOF_RATE_BOUND && fastest <= 1 + RG_PROOF_RATE_BOUND;
+	/* too short, or neither within the bound nor out of it for certain */
+	if (!apart && (now->received - rg_proof_base.asked < RG_PROOF_CLOCK_SPAN_US ||
+				   (!ok && fastest - slowest > RG_PROOF_RATE_BOUND / 2)))
+		return false;
+	SpinLockAcquire(&rg_proof->mutex);
+	/* (a read that saw this clock stop meanwhile has the last word) */
+	rg_proof->clock_ok = ok && !rg_proof->clock_reset;
+	SpinLockRelease(&rg_proof->mutex);
 	rg_proof_base = *now;
 	return apart;
 }
