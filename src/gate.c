@@ -30,6 +30,7 @@
 #include "utils/timestamp.h"
 
 #include "gate.h"
+#include "proof.h"
 #include "question.h"
 #include "settings.h"
 #include "stats.h"
@@ -459,6 +460,53 @@ rg_gate_require(const RgTarget *target, RgWaitMode mode, int timeout_ms,
 
 	if (result != RG_WAIT_REACHED)
 		rg_gate_raise(&resolved, mode, timeout_ms, result, position, why);
+}
+
+/*
+ * rg_gate_reached_at
+ *		Had a standby that was at "replayed" on timeline "tli" reached
+ *		"target"?  Without raising: a token of another timeline answers
+ *		no, and the gate that follows says why.
+ */
+static bool
+rg_gate_reached_at(const RgTarget *target, XLogRecPtr replayed,
+				   TimeLineID tli)
+{
+	return (target->tli == 0 || target->tli == tli) && replayed >= target->lsn;
+}
+
+/*
+ * rg_gate_passed_before
+ *		Do a statement's gates pass, on a floor (NULL: none) and, if
+ *		"strong", on the primary's position, at a replay position
+ *		"replayed" on timeline "tli" that this standby had reached before
+ *		the statement's snapshot was taken?  Then that snapshot sees every
+ *		commit up to both targets, and the statement may keep it: the gates
+ *		are counted as passed at once.  A strong read's target here is the
+ *		answer this standby may take without asking (proof.c); its window
+ *		covers the snapshot, which is older than now.  False, counting
+ *		nothing, when either needs a question, a wait or a newer snapshot:
+ *		the caller then gates as usual.
+ */
+bool
+rg_gate_passed_before(const RgTarget *floor, bool strong,
+					  XLogRecPtr replayed, TimeLineID tli)
+{
+	RgTarget	answer;
+
+	if (replayed == InvalidXLogRecPtr ||
+		(floor != NULL && !rg_gate_reached_at(floor, replayed, tli)) ||
+		(strong && !(rg_proof_use(&answer) &&
+					 rg_gate_reached_at(&answer, replayed, tli))))
+		return false;
+	if (floor != NULL)
+		rg_stats_count(RG_WAIT_REACHED, 0);
+	if (strong)
+	{
+		rg_stats_strong_read(true);
+		rg_stats_count(RG_WAIT_REACHED, 0);
+	}
+	return true;
 }
 
 /*

@@ -17,5 +17,7 @@ extern void rg_gate_check_missed_set(void);
 extern void rg_gate_check_snapshot(const char *gate_name);
 extern void rg_gate_require(const RgTarget *target, RgWaitMode mode,
 							int timeout_ms, RgGuard *guard);
+extern bool rg_gate_passed_before(const RgTarget *floor, bool strong,
+								  XLogRecPtr replayed, TimeLineID tli);
 
 #endif							/* RG_GATE_H */

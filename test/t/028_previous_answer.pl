@@ -14,8 +14,12 @@
 # is the previous answer's position returns the value from before the
 # commit while the apply delay lasts (a build that takes the previous answer
 # without its window did in 1 or 2 of 3 counted attempts on 15); the newest
-# answer's position makes it wait for the commit.  The new answer may grant
-# no lease (the primary asks a standby to show that it keeps up at
+# answer's position makes it wait for the commit.  The reads run in one
+# session, whose last transaction ended before the commit: a statement
+# keeps the snapshot it was started with only if the replay position noted
+# at that end covers its target (session.c), which here it does not (a
+# build that keeps it without comparing returns the old value too).  The
+# new answer may grant no lease (the primary asks a standby to show that it keeps up at
 # questions W / 2 to 3 W / 2 apart): such an attempt asks the primary, and
 # does not count.
 
@@ -38,10 +42,10 @@ my ($primary, $standby) = rg_primary_standby(
 rg_strong_counter($primary, '2s');
 $primary->wait_for_catchup($standby->name, 'replay');
 
+my $reader = rg_session($standby, 'reader');
+rg_session_query($reader, '\\set VERBOSITY verbose');
 my $strong_read = sub {
-	my ($ret, $out, $err) = $standby->psql('postgres',
-		"\\set VERBOSITY verbose\nSELECT v FROM counter", extra_params => [ '-U', 'reader' ]);
-	return $ret == 0 ? $out : "error: $err";
+	return rg_session_query($reader, 'SELECT v FROM counter;');
 };
 my $local_reads = sub {
 	return $standby->safe_psql('postgres', 'SELECT strong_reads_local FROM replica_gate.stats');
@@ -87,4 +91,6 @@ for my $attempt (1 .. 20)
 }
 cmp_ok($counted, '>=', 3, "reads served with a new answer right after an expired one ($counted)");
 is($wrong, 0, 'none of them returned the value from before the commit');
+$reader->{in} .= "\\q\n";
+$reader->{run}->finish;
 done_testing();
