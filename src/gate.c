@@ -495,10 +495,15 @@ rg_gate_passed_before(const RgTarget *floor, bool strong,
 	RgTarget	answer;
 
 	if (replayed == InvalidXLogRecPtr ||
-		(floor != NULL && !rg_gate_reached_at(floor, replayed, tli)) ||
-		(strong && !(rg_proof_use(&answer) &&
-					 rg_gate_reached_at(&answer, replayed, tli))))
+		(floor != NULL && !rg_gate_reached_at(floor, replayed, tli)))
 		return false;
+	if (strong)
+	{
+		/* (a fallback looks at the proof again: both looks are cheap) */
+		if (!rg_proof_use(&answer) ||
+			!rg_gate_reached_at(&answer, replayed, tli))
+			return false;
+	}
 	if (floor != NULL)
 		rg_stats_count(RG_WAIT_REACHED, 0);
 	if (strong)

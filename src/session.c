@@ -27,9 +27,9 @@
  * ProcessUtility hook), where the snapshot the statement will read with has
  * just been taken, and replaces it: it gives the snapshot back, waits, and
  * takes a new one, taken after the wait, for the statement to read with.
- * Unless the replay position noted after a gate of an earlier transaction,
- * which that snapshot is newer than, covers the targets: the statement then
- * keeps it, as a plain read does.
+ * A query whose targets the replay position noted after a gate of an
+ * earlier transaction already covers keeps it instead, as a plain read
+ * does: that snapshot is newer than the position, and sees it.
  * While it waits the session advertises no xmin, unless something else of
  * it holds a snapshot (an open cursor).  The first statement of a
  * transaction gives back the locks of its parse analysis too, and takes
@@ -331,10 +331,11 @@ rg_session_relock(const PlannedStmt *stmt)
  *		(proof.c), and a statement that finds its target past the noted
  *		position gates as usual and notes a new one, so about one statement
  *		in each question interval does.  Not in the transaction that noted
- *		it, whose later statements may read with a snapshot taken before
- *		(a portal of several statements); nor in the bounded mode, whose
- *		bound is measured now, nor in a session whose earlier reads ran
- *		ungated.
+ *		it: only a transaction's end orders the position before every
+ *		snapshot a statement can start with (none is known to start with
+ *		one taken before a gate of its own transaction, but nothing here
+ *		proves that).  Nor in the bounded mode, whose bound is measured
+ *		now, nor in a session whose earlier reads ran ungated.
  */
 static bool
 rg_session_passed_before(void)
@@ -424,8 +425,9 @@ rg_session_refuse(void)
 
 /*
  * rg_session_executor_start
- *		ExecutorStart hook: a top-level statement gives back the snapshot it
- *		was started with, gates, and starts with a snapshot taken after.
+ *		ExecutorStart hook: a top-level statement gates, and starts with the
+ *		snapshot it was started with if that one sees its targets, else with
+ *		one taken after the gate (rg_session_gate_query).
  */
 static void
 rg_session_executor_start(QueryDesc *queryDesc, int eflags)

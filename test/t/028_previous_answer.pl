@@ -15,13 +15,13 @@
 # commit while the apply delay lasts (a build that takes the previous answer
 # without its window did in 1 or 2 of 3 counted attempts on 15); the newest
 # answer's position makes it wait for the commit.  The reads run in one
-# session, whose last transaction ended before the commit: a statement
-# keeps the snapshot it was started with only if the replay position noted
-# at that end covers its target (session.c), which here it does not (a
-# build that keeps it without comparing returns the old value too).  The
-# new answer may grant no lease (the primary asks a standby to show that it keeps up at
-# questions W / 2 to 3 W / 2 apart): such an attempt asks the primary, and
-# does not count.
+# session: a statement keeps the snapshot it was started with only if the
+# replay position noted by a gate of an earlier transaction covers its
+# target (session.c), and the last such gate here ran before the commit (a
+# build that keeps the snapshot without comparing returned the old value in
+# 2 or 3 of 3 counted reads).  The new answer may grant no lease (the
+# primary asks a standby to show that it keeps up at questions W / 2 to
+# 3 W / 2 apart): such an attempt asks the primary, and does not count.
 
 use strict;
 use warnings;
