@@ -148,7 +148,10 @@ like($strong_read->(), qr/^$v$|RG001/, 'thawed, its strong read sees the last wr
 # --- a standby that lags more than W ------------------------------------------------
 # It applies 500 ms late: under writes (commits that do not pay, every 20 ms)
 # it never shows that it keeps up, so it gets no lease, its strong reads all
-# ask, and paying commits do not wait for it.
+# ask, and paying commits do not wait for it.  The writes run before its
+# first question: on a quiet primary it would keep up, and get a lease (a
+# loaded machine that started them late made a paying commit wait 108 ms
+# once, on 18).
 $primary->backup('slow_base');
 my $slow = PostgreSQL::Test::Cluster->new('slow');
 $slow->init_from_backup($primary, 'slow_base', has_streaming => 1);
@@ -159,6 +162,9 @@ $slow->safe_psql('postgres', 'SELECT replica_gate.stats_reset()');
 my $ticks = rg_bg_start($primary,
 	[ 'SET replica_gate.pay_commit_wait = off',
 	  map { 'UPDATE counter SET v = v; SELECT pg_sleep(0.02)' } 1 .. 6000 ], 'ticks');
+$primary->poll_query_until('postgres',
+	"SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'ticks' AND query LIKE '%pg_sleep%'")
+  or die 'the writes do not run';
 my ($slow_stale, $slow_commit) = (0, 0);
 for (1 .. 20)
 {
