@@ -22,6 +22,17 @@
  * commit, once the transaction has released its locks.  Other processes
  * (autovacuum) do not pay.
  *
+ * Each paying commit is counted in the lease table from before its commit
+ * record (XACT_EVENT_PRE_COMMIT; before COMMIT PREPARED) until it is
+ * released, so that a strong read on this primary, which may see it
+ * before it is acknowledged, knows to wait (rg_commit_wait_read).  One
+ * that will never be acknowledged (its session told to terminate while it
+ * waits, or gone, or a COMMIT PREPARED that failed, perhaps after its
+ * commit) leaves the count with W more in which such reads wait.  (A
+ * transaction that takes its xid only after XACT_EVENT_PRE_COMMIT, for a
+ * NOTIFY or an ON COMMIT action on a temporary table, is counted from its
+ * commit on: it changed nothing another session reads.)
+ *
  * The wait is measured on the clock of rg_clock_us().  It looks at the
  * lease holders' apply positions every RG_COMMIT_WAIT_POLL_US: nothing
  * wakes a backend when a WAL sender's reported position moves.  It cannot
@@ -41,6 +52,7 @@
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "pgstat.h"
+#include "storage/ipc.h"
 #include "storage/pmsignal.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
@@ -66,7 +78,17 @@ static int64 rg_commit_wait_visible = 0;
 static XLogRecPtr rg_commit_wait_lsn = InvalidXLogRecPtr;
 static int64 rg_commit_wait_until = 0;
 
+/*
+ * Paying commits of this session counted in the lease table and not yet
+ * released (rg_lease_paying); whether the last of them is still to write
+ * its commit record, and whether it is a COMMIT PREPARED's.
+ */
+static int	rg_commit_wait_counted = 0;
+static bool rg_commit_wait_expecting = false;
+static bool rg_commit_wait_prepared = false;
+
 static uint32 rg_commit_wait_event = 0;
+static uint32 rg_commit_wait_read_event = 0;
 
 PG_FUNCTION_INFO_V1(rg_commit_clock);
 PG_FUNCTION_INFO_V1(rg_grant_lease);
@@ -92,12 +114,13 @@ rg_commit_clock(PG_FUNCTION_ARGS)
 /*
  * grant_lease(sender_pid integer) returns (token text, commit_clock bigint,
  * granted boolean): a standby's question.  Grants the WAL sender
- * "sender_pid" (the one streaming to the standby asking) a lease of
- * replica_gate.commit_wait if it may have one (lease.c), and only then
- * reads the primary's position: a paying commit that becomes visible after
- * the lease was recorded waits for it; one visible before is covered by
- * the position.  With the position, the clock of the commit wait, for the
- * standby's check of the clocks (proof.c).
+ * "sender_pid" a lease of replica_gate.commit_wait if the caller is the
+ * standby it streams to and that standby may have one (lease.c), and only
+ * then reads the primary's position (g4): a paying commit that becomes
+ * visible after the lease was recorded waits for it; one visible before is
+ * covered by the position.  With the position, the clock of the commit
+ * wait, for the standby's check of the clocks (proof.c).  Anyone else gets
+ * the position, as from primary_token(), and no lease.
  */
 Datum
 rg_grant_lease(PG_FUNCTION_ARGS)
@@ -124,21 +147,86 @@ rg_grant_lease(PG_FUNCTION_ARGS)
 													  values, nulls)));
 }
 
+/* Does this session's commit pay, if it wrote? */
+static bool
+rg_commit_wait_paying(void)
+{
+	return rg_commit_wait_ms > 0 && rg_pay_commit_wait &&
+		(rg_client_session() || MyBackendType == B_BG_WORKER);
+}
+
+/*
+ * rg_commit_wait_abandon
+ *		This session's counted commits will never be released: leave the
+ *		count, with W more in which a strong read may see one pending.  Must
+ *		not throw.
+ */
+static void
+rg_commit_wait_abandon(void)
+{
+	rg_lease_paying(-rg_commit_wait_counted,
+					rg_clock_us() + rg_commit_wait_ms * (int64) 1000);
+	rg_commit_wait_counted = 0;
+	rg_commit_wait_expecting = false;
+	rg_commit_wait_visible = 0;
+	rg_commit_wait_lsn = InvalidXLogRecPtr;
+	rg_commit_wait_until = 0;
+}
+
+/* before_shmem_exit callback: what this session owes, it never pays. */
+static void
+rg_commit_wait_exit(int code, Datum arg)
+{
+	if (rg_commit_wait_counted > 0)
+		rg_commit_wait_abandon();
+}
+
+/*
+ * rg_commit_wait_expect
+ *		c1: a commit of this session that wrote is about to write its commit
+ *		record ("prepared": COMMIT PREPARED's, of another transaction): if
+ *		it pays, count it from now on.
+ */
+void
+rg_commit_wait_expect(bool prepared)
+{
+	static bool exit_set = false;
+
+	if (!rg_commit_wait_paying())
+		return;
+	if (!exit_set)
+	{
+		before_shmem_exit(rg_commit_wait_exit, (Datum) 0);
+		exit_set = true;
+	}
+	rg_lease_paying(1, 0);
+	rg_commit_wait_counted++;
+	rg_commit_wait_expecting = true;
+	rg_commit_wait_prepared = prepared;
+}
+
 /*
  * rg_commit_wait_note
- *		This session wrote a commit record ending at "lsn", and the commit
- *		is visible: unless the session does not pay, its acknowledgement
- *		waits for the lease holders.  Called by the callback below, and by
- *		token.c for COMMIT PREPARED (which commits another transaction).
- *		Must not throw: it runs after the commit.
+ *		c4: this session wrote a commit record ending at "lsn", and the
+ *		commit is visible: unless the session does not pay, its
+ *		acknowledgement waits for the lease holders.  Called by the callback
+ *		below, and by token.c for COMMIT PREPARED (which commits another
+ *		transaction).  Must not throw: it runs after the commit.
  */
 void
 rg_commit_wait_note(XLogRecPtr lsn)
 {
 	int64		now;
 
-	if (rg_commit_wait_ms <= 0 || !rg_pay_commit_wait ||
-		!(rg_client_session() || MyBackendType == B_BG_WORKER))
+	if (rg_commit_wait_expecting)
+		rg_commit_wait_expecting = false;
+	else if (rg_commit_wait_paying())
+	{
+		/* its xid came after XACT_EVENT_PRE_COMMIT (file header) */
+		rg_lease_paying(1, 0);
+		rg_commit_wait_counted++;
+	}
+	else
 		return;
 	now = rg_clock_us();
 	rg_lease_note_commit(now);
@@ -149,13 +237,25 @@ rg_commit_wait_note(XLogRecPtr lsn)
 }
 
 /*
+ * rg_commit_wait_sleep
+ *		Sleep until the next look at the lease holders, at most until
+ *		"until".
+ */
+static void
+rg_commit_wait_sleep(int64 until, int64 now)
+{
+	pg_usleep(Max(Min(until - now, RG_COMMIT_WAIT_POLL_US), 0));
+}
+
+/*
  * rg_commit_wait_pay
- *		Wait until what the commits so far owe is released (lease.c), at
- *		most until W after the last of them, without throwing.  False if
- *		the session was told to terminate (or the postmaster died) first:
- *		the commit must then never be acknowledged.  A cancel request that
- *		arrives meanwhile is dropped, and *cancelled (if not NULL) says so:
- *		the caller puts it back where a statement goes on after the wait.
+ *		c5 to c7: wait until what the commits so far owe is released
+ *		(lease.c), at most until W after the last of them, without
+ *		throwing.  False if the session was told to terminate (or the
+ *		postmaster died) first: the commit must then never be acknowledged.
+ *		A cancel request that arrives meanwhile is dropped, and *cancelled
+ *		(if not NULL) says so: the caller puts it back where a statement
+ *		goes on after the wait.
  *
  * Several commits owed (a procedure's) are checked as one, visible at the
  * first's moment and ending at the last's record: a lease that was live at
@@ -174,13 +274,12 @@ rg_commit_wait_pay(bool *cancelled)
 							  rg_commit_wait_until,
 							  rg_commit_wait_ms * (int64) 1000, now))
 			break;
-		if (ProcDiePending)
-			return false;
-		if (!PostmasterIsAlive())
+		if (ProcDiePending || !PostmasterIsAlive())
 		{
 			/* ends the session at its next interrupt check */
 			ProcDiePending = true;
 			InterruptPending = true;
+			rg_commit_wait_abandon();
 			return false;
 		}
 		if (QueryCancelPending && cancelled != NULL)
@@ -188,13 +287,57 @@ rg_commit_wait_pay(bool *cancelled)
 		QueryCancelPending = false;
 		pgstat_report_wait_start(RG_WAIT_EVENT(rg_commit_wait_event,
 											   "ReplicaGateCommitWait"));
-		pg_usleep(Min(rg_commit_wait_until - now, RG_COMMIT_WAIT_POLL_US));
+		rg_commit_wait_sleep(rg_commit_wait_until, now);
 		pgstat_report_wait_end();
 	}
+	/* c7, for the commits noted: not for one still to write its record */
+	rg_lease_paying(-(rg_commit_wait_counted - rg_commit_wait_expecting), 0);
+	rg_commit_wait_counted = rg_commit_wait_expecting;
 	rg_commit_wait_visible = 0;
 	rg_commit_wait_lsn = InvalidXLogRecPtr;
 	rg_commit_wait_until = 0;
 	return true;
+}
+
+/*
+ * rg_commit_wait_read
+ *		p1 to p4: a statement of the session mode 'strong' on this primary
+ *		has taken its snapshot, which may see paying commits not yet
+ *		acknowledged: wait until they are released as their acknowledgement
+ *		is, at most W.  Else a read of it on a standby that applied it could
+ *		be told to another client, whose strong read on a standby holding
+ *		a lease, which has not applied it yet, would miss it; a standby's
+ *		strong read sees what a strong read on the primary saw before it
+ *		began, as it sees what was acknowledged.  The position waited for
+ *		is read after the snapshot (rg_lease_read_owed's barrier), so it
+ *		covers every commit the snapshot sees.  Nothing to wait for (no
+ *		paying commit pending, none abandoned, the table W old) costs a
+ *		read of the clock and of three shared counters.  The wait can be
+ *		cancelled, as any statement.
+ */
+void
+rg_commit_wait_read(void)
+{
+	int64		wait_us = rg_commit_wait_ms * (int64) 1000;
+	int64		visible;
+	int64		now;
+	XLogRecPtr	lsn;
+	TimeLineID	tli;
+
+	if (wait_us <= 0 || !rg_lease_read_owed(wait_us, &visible))
+		return;
+	lsn = rg_primary_position(&tli);
+	while (!rg_lease_released(lsn, visible, visible + wait_us, wait_us,
+							  (now = rg_clock_us())))
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (!PostmasterIsAlive())
+			proc_exit(1);
+		pgstat_report_wait_start(RG_WAIT_EVENT(rg_commit_wait_read_event,
+											   "ReplicaGateStrongRead"));
+		rg_commit_wait_sleep(visible + wait_us, now);
+		pgstat_report_wait_end();
+	}
 }
 
 /*
@@ -207,18 +350,31 @@ void
 rg_commit_wait_startup(void)
 {
 	(void) RG_WAIT_EVENT(rg_commit_wait_event, "ReplicaGateCommitWait");
+	(void) RG_WAIT_EVENT(rg_commit_wait_read_event, "ReplicaGateStrongRead");
 }
 
 /*
  * rg_commit_wait_xact_callback
- *		After a commit that wrote a commit record, note it.
+ *		Before a commit that wrote writes its commit record, count it; after
+ *		it, note it.  A transaction that aborts instead was never visible,
+ *		but a COMMIT PREPARED may fail after its commit.
  */
 static void
 rg_commit_wait_xact_callback(XactEvent event, void *arg)
 {
-	if (event == XACT_EVENT_COMMIT &&
+	if (event == XACT_EVENT_PRE_COMMIT &&
 		TransactionIdIsValid(GetTopTransactionIdIfAny()))
+		rg_commit_wait_expect(false);
+	else if (event == XACT_EVENT_COMMIT &&
+			 TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		rg_commit_wait_note(XactLastCommitEnd);
+	else if (event == XACT_EVENT_ABORT && rg_commit_wait_expecting)
+	{
+		rg_commit_wait_expecting = false;
+		rg_commit_wait_counted--;
+		rg_lease_paying(-1, rg_commit_wait_prepared ?
+						rg_clock_us() + rg_commit_wait_ms * (int64) 1000 : 0);
+	}
 }
 
 /*

@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * commit_wait.h
- *		The primary's commit wait for strong reads served locally
- *		(commit_wait.c).
+ *		The primary's commit wait for strong reads served locally, and the
+ *		wait of a strong read on the primary (commit_wait.c).
  *
  *-------------------------------------------------------------------------
  */
@@ -14,8 +14,10 @@
 extern int	rg_commit_wait_ms;
 
 extern void rg_commit_wait_init(void);
+extern void rg_commit_wait_expect(bool prepared);
 extern void rg_commit_wait_note(XLogRecPtr lsn);
 extern bool rg_commit_wait_pay(bool *cancelled);
+extern void rg_commit_wait_read(void);
 extern void rg_commit_wait_startup(void);
 
 #endif							/* RG_COMMIT_WAIT_H */

@@ -3,7 +3,9 @@
  * lease.c
  *		The primary's leases: which standbys may serve strong reads without
  *		asking, so that a paying commit waits for them, and for no one
- *		else.  src/README.md ("Leases") has the argument.
+ *		else.  src/README.md ("Leases") has the argument, and
+ *		test/model/leases.pml the protocol, checked by SPIN; the step names
+ *		in the comments here (g1, c5, x1...) are the model's.
  *
  * A lease is granted with an answer to a standby's question (commit_wait.c,
  * grant_lease()), to the WAL sender that streams to it, until W from the
@@ -11,9 +13,27 @@
  * read.  A paying commit is released once, for every lease in the table,
  * the lease has expired or its WAL sender has reported an apply position
  * at or past the commit's end; the caller never waits longer than W.  The
- * table has one entry per WAL sender slot, naming the WAL sender's pid: a
- * WAL sender that exits or restarts leaves its lease without a reporter,
- * to expire.
+ * table has one entry per WAL sender slot, naming the WAL sender's pid.
+ *
+ * No action shortens or erases a live lease.  A WAL sender that exits
+ * (x1: a before_shmem_exit callback, registered when it authenticated,
+ * which runs before it leaves its slot) hands its live lease to the slot's
+ * "gone" lease, which commits wait out to its end, unless its standby had
+ * already reported applying them; so does a grant that finds the slot's
+ * lease naming another pid (which cannot happen while every WAL sender
+ * runs that callback).  A new WAL sender in the slot, even one given the
+ * same pid by the kernel, inherits nothing: the pid is named again only
+ * once its predecessor's callback ran.  A crash of any process makes the
+ * postmaster reinitialize shared memory: the table is lost, as below.
+ *
+ * Who may have one (g1).  Only the standby a WAL sender streams to: the
+ * caller must be connected as the role the WAL sender authenticated as,
+ * from the same client address (any Unix socket counts as this host), as
+ * the standby's question worker is, with primary_conninfo's user.  A
+ * physical WAL sender notes both when it authenticates (before it takes a
+ * slot: at most max_wal_senders of them exist, each holding one of the
+ * PGPROCs kept for WAL senders).  Anyone else may call grant_lease(),
+ * which gives the position as primary_token() does, and gets no lease.
  *
  * Standbys that would make commits wait for nothing get no lease.  A
  * standby must first show that it keeps up: at its questions, at least
@@ -28,10 +48,17 @@
  * conflict or set to apply more than 3 W / 2 late costs the commits of one
  * lease at most W, then nothing.
  *
+ * Strong reads on the primary.  A paying commit is visible on the primary
+ * before it is released: a statement of the session mode 'strong' there
+ * waits, after its snapshot, until what that snapshot can see is released
+ * too (commit_wait.c).  The table counts the paying commits between their
+ * commit record and their release, so that such a statement waits only
+ * while one is pending.
+ *
  * The table lives in shared memory, and a server knows nothing of the
  * leases its predecessor granted (before a crash, or before this server
- * was promoted): every paying commit within W of the first paying commit
- * since the table was created waits the full W.  Without
+ * was promoted): every paying commit, and every strong read, within W of
+ * the first one since the table was created waits the full W.  Without
  * shared_preload_libraries there is no table: no lease is granted, and
  * there is no commit wait either.
  *
@@ -39,11 +66,19 @@
  */
 #include "postgres.h"
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include "access/htup_details.h"
 #include "access/xlog.h"
 #include "funcapi.h"
+#include "libpq/auth.h"
+#include "libpq/libpq-be.h"
+#include "miscadmin.h"
 #include "port/atomics.h"
+#include "replication/walsender.h"
 #include "replication/walsender_private.h"
+#include "storage/ipc.h"
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
@@ -51,7 +86,7 @@
 
 #include "lease.h"
 
-/* A WAL sender's lease; pid 0: none. */
+/* A WAL sender slot's lease; pid 0: none. */
 typedef struct RgLease
 {
 	pid_t		pid;			/* the WAL sender it was granted to */
@@ -60,31 +95,46 @@ typedef struct RgLease
 	XLogRecPtr	since_lsn;		/* ...this insert position */
 	bool		keeps_up;		/* it had applied since_lsn W / 2 later */
 	XLogRecPtr	behind;			/* refused until this is applied (0: none) */
+	/* the last lease here whose WAL sender left while it was live */
+	pid_t		gone_pid;
+	int64		gone_expires;	/* waited out until then... */
+	XLogRecPtr	gone_applied;	/* ...by commits ending after this */
 } RgLease;
+
+/* A physical WAL sender, as it authenticated; pid 0: a free entry. */
+typedef struct RgLeaseSender
+{
+	pid_t		pid;
+	char		user[NAMEDATALEN];
+	SockAddr	addr;
+} RgLeaseSender;
 
 typedef struct RgLeaseShared
 {
 	slock_t		mutex;
-	pg_atomic_uint64 primary_since; /* the first paying commit, 0: none yet */
+	pg_atomic_uint64 primary_since; /* the first paying commit or strong
+									 * read, 0: none yet */
 	pg_atomic_uint64 last_expiry;	/* the latest expiry granted (written with
 									 * mutex held) */
-	RgLease		leases[FLEXIBLE_ARRAY_MEMBER];	/* one per WAL sender slot */
+	pg_atomic_uint32 paying;	/* paying commits not yet released */
+	pg_atomic_uint64 abandoned;	/* until then a commit never acknowledged
+								 * may be pending (its session ended) */
+	RgLease		leases[FLEXIBLE_ARRAY_MEMBER];	/* one per WAL sender slot,
+												 * then max_wal_senders
+												 * RgLeaseSender */
 } RgLeaseShared;
 
 static RgLeaseShared *rg_lease = NULL;
+static RgLeaseSender *rg_lease_senders = NULL;
 
-/* What a commit saw of one live lease's WAL sender. */
-typedef struct RgLeaseSeen
-{
-	int			slot;
-	RgLease		lease;
-} RgLeaseSeen;
+static ClientAuthentication_hook_type rg_lease_prev_auth = NULL;
 
 Size
 rg_lease_shmem_size(void)
 {
-	return add_size(offsetof(RgLeaseShared, leases),
-					mul_size(max_wal_senders, sizeof(RgLease)));
+	return add_size(MAXALIGN(add_size(offsetof(RgLeaseShared, leases),
+									  mul_size(max_wal_senders, sizeof(RgLease)))),
+					mul_size(max_wal_senders, sizeof(RgLeaseSender)));
 }
 
 /*
@@ -99,12 +149,174 @@ rg_lease_shmem_init(void)
 
 	rg_lease = ShmemInitStruct("replica_gate leases", rg_lease_shmem_size(),
 							   &found);
+	rg_lease_senders = (RgLeaseSender *)
+		((char *) rg_lease + MAXALIGN(offsetof(RgLeaseShared, leases) +
+									  max_wal_senders * sizeof(RgLease)));
 	if (found)
 		return;
 	memset(rg_lease, 0, rg_lease_shmem_size());
 	SpinLockInit(&rg_lease->mutex);
 	pg_atomic_init_u64(&rg_lease->primary_since, 0);
 	pg_atomic_init_u64(&rg_lease->last_expiry, 0);
+	pg_atomic_init_u32(&rg_lease->paying, 0);
+	pg_atomic_init_u64(&rg_lease->abandoned, 0);
+}
+
+/*
+ * rg_lease_same_host
+ *		Do two client addresses name the same host, whatever their ports?
+ *		Every Unix socket is this host.
+ */
+static bool
+rg_lease_same_host(const SockAddr *a, const SockAddr *b)
+{
+	const struct sockaddr *sa = (const struct sockaddr *) &a->addr;
+	const struct sockaddr *sb = (const struct sockaddr *) &b->addr;
+
+	if (sa->sa_family != sb->sa_family)
+		return false;
+	switch (sa->sa_family)
+	{
+		case AF_INET:
+			return ((const struct sockaddr_in *) sa)->sin_addr.s_addr ==
+				((const struct sockaddr_in *) sb)->sin_addr.s_addr;
+		case AF_INET6:
+			return memcmp(&((const struct sockaddr_in6 *) sa)->sin6_addr,
+						  &((const struct sockaddr_in6 *) sb)->sin6_addr,
+						  sizeof(struct in6_addr)) == 0;
+		case AF_UNIX:
+			return true;
+	}
+	return false;
+}
+
+/*
+ * rg_lease_asked_by_standby
+ *		g1: is WAL sender "pid" live (its exit callback has not run) and was
+ *		this session authenticated as its role, from its host?  Mutex held.
+ */
+static bool
+rg_lease_asked_by_standby(pid_t pid)
+{
+	for (int i = 0; i < max_wal_senders; i++)
+	{
+		RgLeaseSender *sender = &rg_lease_senders[i];
+
+		if (sender->pid == pid)
+			return strcmp(sender->user, MyProcPort->user_name) == 0 &&
+				rg_lease_same_host(&sender->addr, &MyProcPort->raddr);
+	}
+	return false;
+}
+
+/*
+ * rg_lease_retire
+ *		"lease" loses its WAL sender, which last reported "applied": a live
+ *		lease becomes the slot's gone lease, waited out to its end (folded
+ *		into one still live: the later expiry, the lower position); the slot
+ *		then holds none.  Mutex held.
+ */
+static void
+rg_lease_retire(RgLease *lease, XLogRecPtr applied, int64 now)
+{
+	if (lease->expires > now)
+	{
+		if (lease->gone_expires > now)
+		{
+			lease->gone_expires = Max(lease->gone_expires, lease->expires);
+			lease->gone_applied = Min(lease->gone_applied, applied);
+		}
+		else
+		{
+			lease->gone_expires = lease->expires;
+			lease->gone_applied = applied;
+		}
+		lease->gone_pid = lease->pid;
+	}
+	lease->pid = 0;
+	lease->expires = 0;
+	lease->keeps_up = false;
+	lease->behind = InvalidXLogRecPtr;
+}
+
+/*
+ * rg_lease_sender_exit
+ *		x1, in a physical WAL sender that exits, before it leaves its slot:
+ *		no lease is granted to it from now on, and its live lease, if any,
+ *		is retired with the apply position it last reported.
+ */
+static void
+rg_lease_sender_exit(int code, Datum arg)
+{
+	int			slot = -1;
+	XLogRecPtr	applied = InvalidXLogRecPtr;
+
+	SpinLockAcquire(&rg_lease->mutex);
+	for (int i = 0; i < max_wal_senders; i++)
+	{
+		if (rg_lease_senders[i].pid == MyProcPid)
+			rg_lease_senders[i].pid = 0;
+		if (rg_lease->leases[i].pid == MyProcPid)
+			slot = i;
+	}
+	SpinLockRelease(&rg_lease->mutex);
+	if (slot < 0)
+		return;
+
+	SpinLockAcquire(&WalSndCtl->walsnds[slot].mutex);
+	if (WalSndCtl->walsnds[slot].pid == MyProcPid)
+		applied = WalSndCtl->walsnds[slot].apply;
+	SpinLockRelease(&WalSndCtl->walsnds[slot].mutex);
+
+	/* no grant names us any more: the lease is still ours */
+	SpinLockAcquire(&rg_lease->mutex);
+	if (rg_lease->leases[slot].pid == MyProcPid)
+		rg_lease_retire(&rg_lease->leases[slot], applied, rg_clock_us());
+	SpinLockRelease(&rg_lease->mutex);
+}
+
+/*
+ * rg_lease_authenticated
+ *		ClientAuthentication_hook: a physical WAL sender notes the role and
+ *		address it authenticated with, and that it must retire its lease
+ *		when it exits.  The callback comes first: nothing it finds undone
+ *		is harm.
+ */
+static void
+rg_lease_authenticated(Port *port, int status)
+{
+	if (rg_lease_prev_auth)
+		rg_lease_prev_auth(port, status);
+	if (status != STATUS_OK || !am_walsender || am_db_walsender ||
+		rg_lease == NULL)
+		return;
+	before_shmem_exit(rg_lease_sender_exit, (Datum) 0);
+	SpinLockAcquire(&rg_lease->mutex);
+	for (int i = 0; i < max_wal_senders; i++)
+	{
+		RgLeaseSender *sender = &rg_lease_senders[i];
+
+		if (sender->pid == 0)
+		{
+			sender->pid = MyProcPid;
+			strlcpy(sender->user, port->user_name, NAMEDATALEN);
+			sender->addr = port->raddr;
+			break;
+		}
+	}
+	SpinLockRelease(&rg_lease->mutex);
+}
+
+/*
+ * rg_lease_init
+ *		Where the library is preloaded: install the hook; called from
+ *		_PG_init.
+ */
+void
+rg_lease_init(void)
+{
+	rg_lease_prev_auth = ClientAuthentication_hook;
+	ClientAuthentication_hook = rg_lease_authenticated;
 }
 
 /*
@@ -132,9 +344,12 @@ rg_lease_sender(pid_t pid, XLogRecPtr *apply)
 
 /*
  * rg_lease_grant
- *		Grant WAL sender "pid" a lease of "wait_us" from now, if it may have
- *		one (file header).  The caller reads the answer's position after
- *		this returns.
+ *		g1 and g2: grant WAL sender "pid" a lease of "wait_us" from now, if
+ *		this session is its standby's and the standby may have one (file
+ *		header).  g3: the caller reads the answer's position after this
+ *		returns, and the barrier keeps that read after the record, as the
+ *		commit's (rg_lease_released) keeps its read of the table after the
+ *		commit became visible: else each could miss the other.
  */
 bool
 rg_lease_grant(pid_t pid, int64 wait_us)
@@ -143,69 +358,138 @@ rg_lease_grant(pid_t pid, int64 wait_us)
 	XLogRecPtr	apply;
 	int			slot;
 	RgLease    *lease;
-	bool		granted;
+	bool		granted = false;
 	int64		now;
 
-	if (rg_lease == NULL || wait_us <= 0 || pid <= 0 ||
+	if (rg_lease == NULL || wait_us <= 0 || pid <= 0 || MyProcPort == NULL ||
 		(slot = rg_lease_sender(pid, &apply)) < 0)
 		return false;
 	SpinLockAcquire(&rg_lease->mutex);
-	now = rg_clock_us();
-	lease = &rg_lease->leases[slot];
-	if (lease->pid != pid)
+	/* live under the mutex: its exit callback has not run, the slot is its */
+	if (rg_lease_asked_by_standby(pid))
 	{
-		lease->pid = pid;
-		lease->expires = 0;
-		lease->since = now;
-		lease->since_lsn = insert;
-		lease->keeps_up = false;
-		lease->behind = InvalidXLogRecPtr;
-	}
-	if (lease->behind != InvalidXLogRecPtr && apply >= lease->behind)
-		lease->behind = InvalidXLogRecPtr;
-	if (now - lease->since >= wait_us / 2)
-	{
-		lease->keeps_up = (now - lease->since <= wait_us * 3 / 2 &&
-						   apply >= lease->since_lsn);
-		lease->since = now;
-		lease->since_lsn = insert;
-	}
-	granted = lease->keeps_up && lease->behind == InvalidXLogRecPtr;
-	if (granted)
-	{
-		lease->expires = Max(lease->expires, now + wait_us);
-		if ((uint64) lease->expires > pg_atomic_read_u64(&rg_lease->last_expiry))
-			pg_atomic_write_u64(&rg_lease->last_expiry, (uint64) lease->expires);
+		now = rg_clock_us();
+		lease = &rg_lease->leases[slot];
+		if (lease->pid != pid)
+		{
+			rg_lease_retire(lease, InvalidXLogRecPtr, now);
+			lease->pid = pid;
+			lease->since = now;
+			lease->since_lsn = insert;
+		}
+		if (lease->behind != InvalidXLogRecPtr && apply >= lease->behind)
+			lease->behind = InvalidXLogRecPtr;
+		if (now - lease->since >= wait_us / 2)
+		{
+			lease->keeps_up = (now - lease->since <= wait_us * 3 / 2 &&
+							   apply >= lease->since_lsn);
+			lease->since = now;
+			lease->since_lsn = insert;
+		}
+		granted = lease->keeps_up && lease->behind == InvalidXLogRecPtr;
+		if (granted)
+		{
+			lease->expires = Max(lease->expires, now + wait_us);
+			if ((uint64) lease->expires > pg_atomic_read_u64(&rg_lease->last_expiry))
+				pg_atomic_write_u64(&rg_lease->last_expiry, (uint64) lease->expires);
+		}
 	}
 	SpinLockRelease(&rg_lease->mutex);
+	pg_memory_barrier();
 	return granted;
 }
 
 /*
+ * rg_lease_note_primary
+ *		c4 and p2: this server acts as a primary at "now" (a paying commit
+ *		became visible, or a strong read took its snapshot); the first time
+ *		since the table was created starts the time in which no lease is
+ *		known.  Returns that time.
+ */
+static int64
+rg_lease_note_primary(int64 now)
+{
+	uint64		since = pg_atomic_read_u64(&rg_lease->primary_since);
+
+	if (since == 0 &&
+		pg_atomic_compare_exchange_u64(&rg_lease->primary_since, &since,
+									   (uint64) now))
+		since = (uint64) now;
+	return (int64) since;
+}
+
+/*
  * rg_lease_note_commit
- *		A paying commit became visible at "visible": the first one since the
- *		table was created starts the time in which no lease is known.
+ *		c4: a paying commit became visible at "visible".
  */
 void
 rg_lease_note_commit(int64 visible)
 {
-	uint64		none = 0;
+	if (rg_lease != NULL)
+		(void) rg_lease_note_primary(visible);
+}
 
-	if (rg_lease != NULL &&
-		pg_atomic_read_u64(&rg_lease->primary_since) == 0)
-		(void) pg_atomic_compare_exchange_u64(&rg_lease->primary_since,
-											  &none, (uint64) visible);
+/*
+ * rg_lease_paying
+ *		c1: a paying commit is about to write its commit record (or, "n"
+ *		negative, -n of them are released (c7), or never will be, or never
+ *		became visible).  "abandoned": such commits, visible and never to
+ *		be acknowledged, may be pending until then (0: none).
+ */
+void
+rg_lease_paying(int n, int64 abandoned)
+{
+	if (rg_lease == NULL || n == 0)
+		return;
+	if (abandoned != 0)
+	{
+		uint64		was = pg_atomic_read_u64(&rg_lease->abandoned);
+
+		while (was < (uint64) abandoned &&
+			   !pg_atomic_compare_exchange_u64(&rg_lease->abandoned, &was,
+											   (uint64) abandoned))
+			;
+	}
+	/* full barriers: the count moves before the record, after the release */
+	if (n > 0)
+		(void) pg_atomic_fetch_add_u32(&rg_lease->paying, (uint32) n);
+	else
+		(void) pg_atomic_fetch_sub_u32(&rg_lease->paying, (uint32) -n);
+}
+
+/*
+ * rg_lease_read_owed
+ *		p2 and p3: a statement on this primary has taken its snapshot.  May
+ *		it see a paying commit not yet released?  Not when none is counted
+ *		(each is counted before its commit record, and until it is
+ *		released), none was abandoned, and the table has known every lease
+ *		for W; else true, with *now: the statement then waits until
+ *		rg_lease_released() holds for a position read after this, visible
+ *		at *now.
+ */
+bool
+rg_lease_read_owed(int64 wait_us, int64 *now)
+{
+	if (rg_lease == NULL)
+		return false;
+	/* after the snapshot: see every count its commits made before it */
+	pg_memory_barrier();
+	*now = rg_clock_us();
+	return pg_atomic_read_u32(&rg_lease->paying) != 0 ||
+		(int64) pg_atomic_read_u64(&rg_lease->abandoned) > *now ||
+		*now < rg_lease_note_primary(*now) + wait_us;
 }
 
 /*
  * rg_lease_released
- *		May a paying commit that ends at "lsn" and became visible at
- *		"visible" be acknowledged at "now"?  Yes at "until" (W after it),
+ *		c5 and p4: may a paying commit that ends at "lsn" and became visible
+ *		at "visible" be acknowledged at "now"?  Yes at "until" (W after it),
  *		and before that once every lease has expired or its WAL sender has
- *		applied "lsn"; never within wait_us (W) of the first paying commit
- *		(file header).  A lease live at "visible" whose WAL sender has not
- *		applied "lsn" when it expires, or at "until", marks its standby
- *		behind.
+ *		applied "lsn", and every gone lease has expired or its WAL sender
+ *		had applied "lsn" before it left; never within wait_us (W) of the
+ *		first paying commit or strong read (file header).  A lease live at
+ *		"visible" whose WAL sender has not applied "lsn" when it expires, or
+ *		at "until", marks its standby behind.
  */
 bool
 rg_lease_released(XLogRecPtr lsn, int64 visible, int64 until, int64 wait_us,
@@ -215,20 +499,18 @@ rg_lease_released(XLogRecPtr lsn, int64 visible, int64 until, int64 wait_us,
 
 	if (rg_lease == NULL)
 		return now >= until;
+
+	/*
+	 * The barrier orders what follows after the commit became visible (or
+	 * the snapshot was taken), as the grant records its lease before it
+	 * reads the position (rg_lease_grant).
+	 */
+	pg_memory_barrier();
 	if (visible < (int64) pg_atomic_read_u64(&rg_lease->primary_since) + wait_us)
 		released = (now >= until);
-	else
-	{
-		/*
-		 * No lease live at "visible": nothing to look at (most commits where
-		 * no standby serves strong reads locally).  The barrier orders the
-		 * read after the commit became visible, as the grant records its
-		 * expiry before it reads the position.
-		 */
-		pg_memory_barrier();
-		if ((int64) pg_atomic_read_u64(&rg_lease->last_expiry) <= visible)
-			return true;
-	}
+	else if ((int64) pg_atomic_read_u64(&rg_lease->last_expiry) <= visible)
+		return true;			/* no lease live then: most commits where no
+								 * standby serves strong reads locally */
 
 	for (int i = 0; i < max_wal_senders; i++)
 	{
@@ -239,6 +521,9 @@ rg_lease_released(XLogRecPtr lsn, int64 visible, int64 until, int64 wait_us,
 		SpinLockAcquire(&rg_lease->mutex);
 		lease = rg_lease->leases[i];
 		SpinLockRelease(&rg_lease->mutex);
+		if (lease.gone_expires > visible && lease.gone_applied < lsn &&
+			now < lease.gone_expires && now < until)
+			released = false;
 		if (lease.pid == 0 || lease.expires <= visible)
 			continue;
 
@@ -271,13 +556,14 @@ PG_FUNCTION_INFO_V1(rg_leases);
  * pg_lsn, behind pg_lsn): the lease table, one row per WAL sender that was
  * granted one (expires_in_ms <= 0 once it expired), with the apply position
  * that WAL sender last reported and, for a standby refused for letting a
- * commit wait out its lease, the position it must apply first.
+ * commit wait out its lease, the position it must apply first; and one row
+ * per live lease whose WAL sender left, with what it had reported then.
  */
 Datum
 rg_leases(PG_FUNCTION_ARGS)
 {
 	FuncCallContext *funcctx;
-	int			slot;
+	int			row;
 
 	if (SRF_IS_FIRSTCALL())
 	{
@@ -292,30 +578,44 @@ rg_leases(PG_FUNCTION_ARGS)
 		MemoryContextSwitchTo(old);
 	}
 	funcctx = SRF_PERCALL_SETUP();
-	for (slot = (int) funcctx->call_cntr; rg_lease != NULL && slot < max_wal_senders; slot++)
+	/* two rows a slot: its lease, then its gone lease */
+	for (row = (int) funcctx->call_cntr;
+		 rg_lease != NULL && row < 2 * max_wal_senders; row++)
 	{
-		WalSnd	   *walsnd = &WalSndCtl->walsnds[slot];
+		WalSnd	   *walsnd = &WalSndCtl->walsnds[row / 2];
 		RgLease		lease;
 		XLogRecPtr	apply;
+		int64		now = rg_clock_us();
 		Datum		values[4];
-		bool		nulls[4] = {false, false, false, false};
+		bool		nulls[4] = {false, false, false, true};
 
 		SpinLockAcquire(&rg_lease->mutex);
-		lease = rg_lease->leases[slot];
+		lease = rg_lease->leases[row / 2];
 		SpinLockRelease(&rg_lease->mutex);
-		if (lease.pid == 0)
-			continue;
-		SpinLockAcquire(&walsnd->mutex);
-		apply = walsnd->pid == lease.pid ? walsnd->apply : InvalidXLogRecPtr;
-		SpinLockRelease(&walsnd->mutex);
-		values[0] = Int32GetDatum(lease.pid);
-		values[1] = Float8GetDatum((lease.expires - rg_clock_us()) / 1000.0);
+		if (row % 2 == 1)
+		{
+			if (lease.gone_expires <= now)
+				continue;
+			values[0] = Int32GetDatum(lease.gone_pid);
+			values[1] = Float8GetDatum((lease.gone_expires - now) / 1000.0);
+			apply = lease.gone_applied;
+		}
+		else
+		{
+			if (lease.pid == 0)
+				continue;
+			SpinLockAcquire(&walsnd->mutex);
+			apply = walsnd->pid == lease.pid ? walsnd->apply : InvalidXLogRecPtr;
+			SpinLockRelease(&walsnd->mutex);
+			values[0] = Int32GetDatum(lease.pid);
+			values[1] = Float8GetDatum((lease.expires - now) / 1000.0);
+			values[3] = LSNGetDatum(lease.behind);
+			nulls[3] = (lease.behind == InvalidXLogRecPtr);
+		}
 		values[2] = LSNGetDatum(apply);
 		nulls[2] = (apply == InvalidXLogRecPtr);
-		values[3] = LSNGetDatum(lease.behind);
-		nulls[3] = (lease.behind == InvalidXLogRecPtr);
-		/* the next call goes on after this slot */
-		funcctx->call_cntr = slot;
+		/* the next call goes on after this row */
+		funcctx->call_cntr = row;
 		SRF_RETURN_NEXT(funcctx,
 						HeapTupleGetDatum(heap_form_tuple(funcctx->tuple_desc,
 														  values, nulls)));

@@ -28,6 +28,7 @@
 #include "ack.h"
 #include "commit_wait.h"
 #include "guard.h"
+#include "lease.h"
 #include "question.h"
 #include "session.h"
 #include "set_gate.h"
@@ -60,6 +61,7 @@ _PG_init(void)
 		return;
 
 	rg_shmem_install_hooks();
+	rg_lease_init();
 	rg_question_register();
 #ifndef RG_HAVE_CORE_WAIT
 	rg_watcher_register();

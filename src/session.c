@@ -7,10 +7,11 @@
  *		strong read), or 'bounded', which makes it first wait until the
  *		standby's staleness bound is within replica_gate.max_staleness, and
  *		the session token floor replica_gate.read_after, which makes it
- *		first gate on that token.  On a primary the mode
- *		costs a flag test per statement, and the floor is checked against
- *		the server's timeline history once (a write lost in a failover
- *		fails every read, RG002).
+ *		first gate on that token.  On a primary the floor is checked
+ *		against the server's timeline history once (a write lost in a
+ *		failover fails every read, RG002), and a strong read waits, after
+ *		its snapshot, until the paying commits it can see are released
+ *		(below); the bounded mode costs a flag test per statement.
  *
  * Which statements.  A statement gates before its snapshot when it starts
  * at the top level of the session, in the portal that runs it (not inside
@@ -49,6 +50,18 @@
  * snapshot predates the gate).  A change of either setting makes the
  * transaction gate again before its snapshot.  Nothing runs ungated.
  *
+ * A strong read on the primary.  A paying commit becomes visible on the
+ * primary before it is acknowledged, while it waits for the standbys that
+ * hold a lease (commit_wait.c).  A statement of the mode 'strong' there
+ * waits, once its snapshot is taken, until every paying commit that
+ * snapshot can see is released as its acknowledgement would be
+ * (rg_commit_wait_read), so that a strong read on a standby that begins
+ * after it sees what it saw.  Nothing is replaced: the wait makes what the
+ * snapshot sees safe to have seen.  Every statement that starts the
+ * executor, at any depth (a function's statements take snapshots of their
+ * own), COPY from a table, which reads without the executor, and fast-path
+ * calls, in REPEATABLE READ and SERIALIZABLE once per transaction.
+ *
  * Without shared_preload_libraries the hooks exist only once the library is
  * loaded in the session: statements before that are not gated.  So the way
  * to turn the mode on for a role loads the library with it at session start
@@ -79,6 +92,7 @@
 #include "utils/snapmgr.h"
 #include "utils/timestamp.h"
 
+#include "commit_wait.h"
 #include "gate.h"
 #include "guard.h"
 #include "replan.h"
@@ -136,6 +150,9 @@ static LocalTransactionId rg_session_replayed_lxid = InvalidLocalTransactionId;
  * then (a change of either forgets it).
  */
 static LocalTransactionId rg_session_gated_lxid = InvalidLocalTransactionId;
+
+/* On a primary: the REPEATABLE READ transaction whose snapshot waited. */
+static LocalTransactionId rg_session_primary_lxid = InvalidLocalTransactionId;
 
 static ExecutorStart_hook_type rg_session_prev_executor_start = NULL;
 static planner_hook_type rg_session_prev_planner = NULL;
@@ -221,6 +238,27 @@ rg_session_wanted(void)
 	if (rg_read_after_set)
 		rg_session_check_floor();
 	return false;
+}
+
+/*
+ * rg_session_primary_read
+ *		A client session's statement, in the mode 'strong', whose snapshot is
+ *		taken: on a primary, wait until what that snapshot can see is
+ *		released (file header).
+ */
+static void
+rg_session_primary_read(void)
+{
+	if (rg_consistency != RG_CONSISTENCY_STRONG || !rg_client_session() ||
+		RecoveryInProgress())
+		return;
+	if (IsolationUsesXactSnapshot())
+	{
+		if (rg_session_primary_lxid == RG_MY_LXID)
+			return;
+		rg_session_primary_lxid = RG_MY_LXID;
+	}
+	rg_commit_wait_read();
 }
 
 /* Error context of a session gate: which setting made the statement wait. */
@@ -439,6 +477,8 @@ rg_session_executor_start(QueryDesc *queryDesc, int eflags)
 	 * a portal is part of binding a statement (a domain's check), and reads
 	 * nothing the statement returns.
 	 */
+	if (!(eflags & EXEC_FLAG_EXPLAIN_ONLY))
+		rg_session_primary_read();
 	if (rg_session_wanted() && !(eflags & EXEC_FLAG_EXPLAIN_ONLY) &&
 		portal != NULL)
 	{
@@ -502,7 +542,8 @@ rg_session_planner(RG_PLANNER_ARGS)
  *		Object access hook: a function executed at the top level of a client
  *		session, outside any portal and any query text (a domain's check
  *		while a statement is parsed or bound has both), is a fast-path call,
- *		which reads with a snapshot taken before any hook: refuse it.
+ *		which reads with a snapshot taken before any hook: refuse it on a
+ *		standby; on a primary that snapshot waits, as a strong read's.
  */
 static void
 rg_session_object_access(ObjectAccessType access, Oid classId, Oid objectId,
@@ -510,8 +551,11 @@ rg_session_object_access(ObjectAccessType access, Oid classId, Oid objectId,
 {
 	if (rg_session_prev_object_access)
 		rg_session_prev_object_access(access, classId, objectId, subId, arg);
-	if (access == OAT_FUNCTION_EXECUTE && ActivePortal == NULL &&
-		debug_query_string == NULL && rg_session_wanted())
+	if (access != OAT_FUNCTION_EXECUTE || ActivePortal != NULL ||
+		debug_query_string != NULL)
+		return;
+	rg_session_primary_read();
+	if (rg_session_wanted())
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("replica_gate cannot gate a fast-path function call"),
@@ -692,6 +736,10 @@ rg_session_utility(RG_UTILITY_ARGS)
 				 errdetail("replica_gate.consistency is \"strong\" or \"bounded\", or replica_gate.read_after is set, and an imported snapshot was taken before a gate could run.")));
 	if (at_top && rg_session_utility_reads(stmt))
 		pushed = rg_session_utility_gate(&pstmt, queryString, params, queryEnv);
+	/* the one that reads without the executor, with its portal's snapshot */
+	if (IsA(stmt, CopyStmt) && !((CopyStmt *) stmt)->is_from &&
+		((CopyStmt *) stmt)->relation != NULL && ActiveSnapshotSet())
+		rg_session_primary_read();
 
 	rg_session_depth++;
 	PG_TRY();

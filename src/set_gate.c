@@ -168,6 +168,7 @@ rg_utility_hook(RG_UTILITY_ARGS)
 		  ((VariableSetStmt *) parsetree)->kind == VAR_SET_VALUE &&
 		  pg_strcasecmp(((VariableSetStmt *) parsetree)->name, RG_GATE_GUC) == 0))
 	{
+		rg_token_utility_start(parsetree);
 		rg_utility_next(RG_UTILITY_PASS);
 		rg_token_utility_done(parsetree);
 		return;

@@ -127,6 +127,26 @@ rg_token_xact_callback(XactEvent event, void *arg)
 		rg_token_set(XactLastCommitEnd);
 }
 
+/* Does this utility statement commit another transaction? */
+static bool
+rg_token_commits_prepared(Node *parsetree)
+{
+	return IsA(parsetree, TransactionStmt) &&
+		((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED;
+}
+
+/*
+ * rg_token_utility_start
+ *		Called before a utility statement runs: a COMMIT PREPARED that pays
+ *		is counted from before its commit record (commit_wait.c).
+ */
+void
+rg_token_utility_start(Node *parsetree)
+{
+	if (rg_token_commits_prepared(parsetree))
+		rg_commit_wait_expect(true);
+}
+
 /*
  * rg_token_utility_done
  *		Called after a utility statement ran.  COMMIT PREPARED commits
@@ -137,8 +157,7 @@ rg_token_xact_callback(XactEvent event, void *arg)
 void
 rg_token_utility_done(Node *parsetree)
 {
-	if (IsA(parsetree, TransactionStmt) &&
-		((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED)
+	if (rg_token_commits_prepared(parsetree))
 	{
 		rg_token_set(XactLastRecEnd);
 		rg_commit_wait_note(XactLastRecEnd);

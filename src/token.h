@@ -11,6 +11,7 @@
 #include "nodes/nodes.h"
 
 extern void rg_token_init(void);
+extern void rg_token_utility_start(Node *parsetree);
 extern void rg_token_utility_done(Node *parsetree);
 extern void rg_token_report(void);
 
