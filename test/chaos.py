@@ -15,9 +15,9 @@ changes: the highest child's row through "parent" and version_fn() (which
 psycopg prepares after five runs: a plan made before the change).  Each read
 records when it began and ended, the gate's outcome and what it saw.  Every
 server has replica_gate.commit_wait = COMMIT_WAIT_MS (any may become the
-primary): each commit waits that long before it is acknowledged, and a
-standby whose newest answer of the primary is younger serves strong reads
-without asking it ("locally").
+primary): a paying commit waits, at most that long, for the standbys that
+hold a lease, and a standby whose newest answer of the primary granted it a
+lease and is younger serves strong reads without asking it ("locally").
 
 A nemesis, driven by the seed, injects at random moments: a lossy failover
 (the primary's standbys cut off from it, the writers committing for 1 to
@@ -33,10 +33,31 @@ restarted with its clock at half speed (libfaketime, "clock"), cut off so
 after CLOCK_SETTLE s, then restarted with the real clock: its clock check
 must keep it from serving strong reads locally; a WAL receiver terminated;
 replay paused and resumed; a standby restarted; the replay watcher
-terminated (13 to 18).  The first fault from each moment of DUE on is of
-its kind, unless one came before: a partition, a clock, a failover (by
-FIRST_FAILOVER s, or after the clock).  Readers keep gating on the writes
-around the latest failover's cut, the lost ones among them.
+terminated (13 to 18).  And faults that change the WAL sender a lease was
+granted to, while its standby (the holder) keeps the answer that granted
+it (its question worker frozen right after the answer came in: it serves
+strong reads without asking until the answer's window ends), every other
+free WAL sender slot of the primary taken so that the freed one is the one
+taken next: "receivewal" (the holder partitioned, its WAL sender terminated
+on the primary, pg_receivewal takes the slot, and a session of the same
+role from the same address calls grant_lease() for pg_receivewal's WAL
+sender, again and again, as an archive's helper might); "takeover" (the
+same, but another standby, whose WAL receiver is terminated, reconnects
+into the slot and is granted); "reconnect" (the holder's own WAL receiver
+terminated: it reconnects into its slot with a new WAL sender, which is
+granted, and its replay is paused); each then makes a paying commit and
+reads strong on the holder right after it; and a "switchover" (the
+primary's writers held by a lock once two standbys have everything, a
+fresh answer frozen on one, kill -9 of every process of the primary, the
+other promoted, its first paying commit as soon as it takes writes, strong
+reads on the holder right after it, then the others follow the new primary
+and the old one is rewound).  A build that forgets the holder's lease, or
+whose new primary does not wait W for the leases of the old one,
+acknowledges that commit at once, and the holder serves the read without
+it.  The first fault from each moment of DUE on is of its kind, unless one
+came before: a receivewal, a partition, a takeover, a clock, a reconnect,
+a failover (from FIRST_FAILOVER s), a switchover.  Readers keep gating on
+the writes around the latest failover's cut, the lost ones among them.
 
 The checker reads the whole history; a violation is
   missed     a gate on a token passed and the read lacked that write, which
@@ -62,16 +83,24 @@ The checker reads the whole history; a violation is
   clock      a standby at half speed served strong reads locally (its
              counters, read before its clock is restored);
   crash      a server log says "terminated by signal" (the nemesis kills
-             only postmasters, which log nothing);
+             only postmasters, alone or first, which log nothing);
   waiters    replica_gate.waiters() not back to 0 on a node at the end.
-It prints a one-screen summary (with the strong-read gates the standbys
-served locally, from replica_gate.stats over each server's lives), writes
-history.jsonl (the reads), writes.jsonl (the acknowledged writes, lost or
-not), faults.jsonl, the servers' logs and timeline.svg to --out, and exits
-1 on any violation, and also when the run tested no loss: no failover lost
-a write, or no gate on a lost write began after its failover; or tested
-not the local path: no strong read served locally, or no standby at half
-speed.
+It prints a one-screen summary (with the strong-read gates each server
+served locally, from replica_gate.stats over its lives; each holder change
+and switchover: when its commit began in the holder's lease, how long it
+waited, what the strong reads on the holder after it returned; the
+violations by the fault during which they began), writes history.jsonl
+(the reads, the nemesis's among them), writes.jsonl (the acknowledged
+writes, lost or not), faults.jsonl (with the moments of each holder change
+and switchover: the grant, the freeze, the slot freed and taken, the
+commit and its acknowledgement, the end of the holder's window), the
+servers' logs and timeline.svg to --out, and exits 1 on any violation, and
+also when the run tested no loss: no failover lost a write, or no gate on a
+lost write began after its failover; or tested not the local path: no
+strong read served locally, a standby that streamed from the first primary
+served none, no standby at half speed; or no holder change of each kind,
+or no switchover, was effective (its commit began EFFECTIVE_MARGIN or more
+before the holder's answer expired, its slot taken by the new WAL sender).
 
 Usage (as the postgres user, with replica_gate installed in the server
 whose pg_config is PG_CONFIG or on PATH): test/chaos.py --seconds N --seed S
@@ -99,12 +128,26 @@ FRESH = 1.0             # require_fresh's limit, s
 FRESH_SLACK = 0.1       # clock readings around a fresh read, s
 FORMS = ["set", "require", "wait", "caught_up", "strong", "fresh"]
 FAULTS = ["failover", "freeze", "receiver", "pause", "restart", "watcher", "stall",
-          "partition", "clock"]
-WEIGHTS = [1, 2, 2, 2, 2, 2, 1, 2, 1]
+          "partition", "clock", "receivewal", "takeover", "reconnect", "switchover"]
+WEIGHTS = [1, 2, 2, 2, 2, 2, 1, 2, 1, 1, 1, 1, 1]
+HOLDERS = ("receivewal", "takeover", "reconnect")   # faults that change a slot's holder
+LONG = ("failover", "clock", "switchover")          # faults that take seconds
 FIRST_FAILOVER = 15.0   # the first fault from then on is a failover, s
 # the first fault from each moment (s) on is of that kind, unless one came before
-DUE = [("partition", 5.0), ("clock", 8.0), ("failover", FIRST_FAILOVER)]
-COMMIT_WAIT_MS = 50     # replica_gate.commit_wait of every server
+# (the earliest in this list first)
+DUE = [("receivewal", 3.0), ("partition", 5.0), ("takeover", 6.0), ("clock", 8.0),
+       ("reconnect", 9.0), ("failover", FIRST_FAILOVER), ("switchover", 20.0)]
+COMMIT_WAIT_MS = 500    # replica_gate.commit_wait of every server
+# the share of W an answer serves on the standby's clock (proof.c: rates 1 % apart)
+WINDOW = 0.99 / 1.01
+MAX_WAL_SENDERS = 6     # three standbys and pg_receivewal at most stream from one server
+NEMESIS_WRITER = 4      # the writer of the nemesis's own paying commits
+NEMESIS_TIMEOUT_MS = 100    # the timeout of the nemesis's own strong reads
+HOLDER_TRIES = 3        # attempts of a holder fault to hit the holder's window
+# a holder change is effective when its commit began this long (s) before the
+# holder's answer expired: time for a commit not held back, and a read, to end
+# and begin in it
+EFFECTIVE_MARGIN = 0.05
 FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 SLOW = {"LD_PRELOAD": FAKETIME, "FAKETIME": "+0 x0.5", "FAKETIME_NO_CACHE": "1"}
 CLOCK_SETTLE = 3.0      # a slowed standby runs this long before its partition, s
@@ -112,6 +155,7 @@ BEFORE_CUT = 1.0        # a failover's writes: from this long before its cut, s
 SCHEMA_EVERY = 0.5      # the schema writer's pace, s
 SCHEMA_WRITER = 3
 SCHEMA_READ = "SELECT (SELECT coalesce(max(n), 0) FROM parent), version_fn()"
+ROWS = "SELECT writer, max(seq) FROM h GROUP BY writer"     # what strong reads read
 
 
 def log(msg):
@@ -242,7 +286,7 @@ listen_addresses = ''
 unix_socket_directories = '{self.sockets}'
 shared_preload_libraries = 'replica_gate'
 wal_level = replica
-max_wal_senders = 10
+max_wal_senders = {MAX_WAL_SENDERS}
 wal_log_hints = on
 wal_keep_size = '1GB'
 hot_standby = on
@@ -302,9 +346,11 @@ def wait_until(check, seconds, what):
 class Nemesis(threading.Thread):
     """Injects the seed's schedule of faults."""
 
-    def __init__(self, cluster, seed, seconds, faults):
+    def __init__(self, cluster, seed, seconds, faults, acks, history):
         super().__init__(daemon=True)
         self.cluster, self.faults, self.stop = cluster, faults, threading.Event()
+        self.acks, self.history = acks, history
+        self.seq = 0        # of the nemesis's own writes (NEMESIS_WRITER)
         rng = random.Random(seed)
         t, self.schedule = 3.0, []
         while t < seconds - 5:
@@ -316,9 +362,10 @@ class Nemesis(threading.Thread):
             kind = next((k for k, due in DUE if t >= due and
                          all(k != s for _, s, _, _ in self.schedule)), kind)
             self.schedule.append((t, kind, rng.random(), rng.uniform(1.0, 3.5)))
-            t += rng.uniform(2.0, 6.0) + (6.0 if kind in ("failover", "clock") else 0)
+            t += rng.uniform(2.0, 6.0) + (6.0 if kind in LONG else 0)
         self.cut = self.killed = None
         self.node = self.served = None
+        self.extra = {}
 
     def run(self):
         start = time.time()
@@ -328,6 +375,7 @@ class Nemesis(threading.Thread):
                     return
             t0 = self.cut = self.killed = time.time()   # a failover that fails early
             self.node = self.served = None
+            self.extra = {}
             try:
                 what = getattr(self, "do_" + kind)(pick, length)
                 outcome = "done"
@@ -339,11 +387,13 @@ class Nemesis(threading.Thread):
             # writes acknowledged before may be lost, and reads before may
             # see them); "node": the server it hit; a clock's "served": the
             # strong-read gates of the slowed server and how many of them it
-            # served locally
+            # served locally; the moments of the faults that change lease
+            # holders and of a switchover ("extra": see holder_try())
             fault = {"t0": t0, "t1": time.time(), "kind": kind, "what": what,
                      "outcome": outcome, "node": self.node}
-            if kind == "failover":
+            if kind in ("failover", "switchover"):
                 fault.update(cut=self.cut, killed=self.killed)
+            fault.update(self.extra)
             if kind == "clock":
                 fault.update(served=self.served)
             self.faults.append(fault)
@@ -389,8 +439,14 @@ class Nemesis(threading.Thread):
                 if n.upstream is old:
                     n.upstream = new
                 n.stream()
-        # the old primary follows, rewound (after its crash recovery); the
-        # new primary's control file names its timeline after a checkpoint
+        self.rejoin(old, new)
+        return f"{old.name} killed {length:.1f} s after the cut, {new.name} promoted"
+
+    def rejoin(self, old, new):
+        """The old primary follows the new one, rewound (after its crash
+        recovery); the new primary's control file names its timeline after
+        a checkpoint."""
+        c = self.cluster
         new.sql("CHECKPOINT")
         rewind = subprocess.run([c.bin("pg_rewind"), "-D", old.data, "--source-server",
                                  new.dsn()], capture_output=True, text=True)
@@ -399,7 +455,6 @@ class Nemesis(threading.Thread):
         old.upstream = new
         old.configure(c.conninfo(new, old.name))
         old.start()
-        return f"{old.name} killed {length:.1f} s after the cut, {new.name} promoted"
 
     @staticmethod
     def signal_all(pids, sig):
@@ -479,9 +534,18 @@ class Nemesis(threading.Thread):
         return node.sql("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
                         f" WHERE backend_type = '{backend_type}'")[0][0]
 
+    @staticmethod
+    def receivers(node):
+        """The pids of node's WAL receiver (none while it restarts)."""
+        return [x for x, _ in node.processes_titled("walreceiver")]
+
     def do_receiver(self, pick, length):
+        # SIGTERM: pg_terminate_backend() refuses a WAL receiver, which is
+        # no backend ("PID ... is not a PostgreSQL backend process")
         n = self.standby(pick)
-        return f"{n.name}: {self.terminate(n, 'walreceiver')}"
+        pids = self.receivers(n)
+        self.signal_all(pids, signal.SIGTERM)
+        return f"{n.name}: {len(pids)}"
 
     def do_pause(self, pick, length):
         n = self.standby(pick)
@@ -499,6 +563,454 @@ class Nemesis(threading.Thread):
     def do_watcher(self, pick, length):
         n = self.standby(pick)
         return f"{n.name}: {self.terminate(n, 'replica_gate replay watcher')}"
+
+    # -- faults that change a lease holder, and the switchover --------------
+    #
+    # A standby whose answer granted it a lease serves strong reads without
+    # asking for W' after it asked (WINDOW of W, on its clock); a paying
+    # commit must wait for that lease whatever happens to the WAL sender it
+    # was granted to, and a new primary for the leases of the old one.
+    # Each fault below makes such an answer last (the holder's question
+    # worker frozen right after the answer came in, as a question worker
+    # held up or cut off would keep it: it then serves reads without
+    # asking, checked, until the answer's window ends), takes the lease's
+    # WAL sender away and lets another client or standby into its slot (or
+    # kills the primary and promotes another server), makes a paying commit
+    # and reads strong on the holder right after it.  A build that forgets
+    # the lease acknowledges the commit at once, and the holder, which
+    # lacks it, serves the read: a "strong" violation, every time the fault
+    # is "effective" (its commit began EFFECTIVE_MARGIN or more before the
+    # answer's window ended).  A build that keeps it makes the commit wait
+    # until the window ended: the read then asks, and times out.
+
+    @staticmethod
+    def connect(node, strong=False, **opts):
+        conn = psycopg.connect(node.dsn(connect_timeout=5, **opts), autocommit=True)
+        if strong:
+            conn.execute(f"SET replica_gate.default_timeout = {NEMESIS_TIMEOUT_MS}")
+            conn.execute("SET replica_gate.consistency = 'strong'")
+        return conn
+
+    @staticmethod
+    def senders(pc):
+        """The primary's WAL senders' pids in slot order (the function lists
+        the slots in order, skipping the free ones)."""
+        return [r[0] for r in pc.execute("SELECT pid FROM pg_stat_get_wal_senders()")]
+
+    @staticmethod
+    def streaming(pc, name):
+        """The pid of the primary's WAL sender streaming to "name" (None: none,
+        or not one alone)."""
+        rows = pc.execute("SELECT pid FROM pg_stat_replication WHERE application_name = %s"
+                          " AND state = 'streaming'", (name,)).fetchall()
+        return rows[0][0] if len(rows) == 1 else None
+
+    def fill(self, p, pc):
+        """Take every free WAL sender slot of primary p with an idle
+        replication connection: the slot a fault frees next is then the only
+        free one, and the next replication client to connect takes it."""
+        free = int(pc.execute("SHOW max_wal_senders").fetchone()[0]) - len(self.senders(pc))
+        return [psycopg.connect(p.dsn(connect_timeout=5, replication="true",
+                                      application_name="filler"), autocommit=True)
+                for _ in range(free)]
+
+    @staticmethod
+    def poll(check, seconds, what, step=0.001):
+        """Wait until check() returns something true, looking every "step"
+        s; returns it, or raises RuntimeError(what)."""
+        end = time.time() + seconds
+        while True:
+            got = check()
+            if got:
+                return got
+            if time.time() > end:
+                raise RuntimeError(what)
+            time.sleep(step)
+
+    def fresh_lease(self, pc, sender, reader, ctl, rec):
+        """Wait until the primary grants WAL sender "sender" a new lease
+        (reading strong on its standby, through "reader", so that its
+        question worker asks) and the standby took the answer in (its
+        questions counted, through "ctl"); note in rec when the lease was
+        granted (on this clock, from the expiry the primary shows) and when
+        the answer's window ends."""
+        w = COMMIT_WAIT_MS
+        end, last, asked, read_at = time.time() + 5.0, None, None, 0.0
+        while time.time() < end:
+            if time.time() - read_at > 0.1:
+                read_at = time.time()
+                try:
+                    reader.execute("SELECT 1")
+                except psycopg.Error:
+                    pass
+            # the questions it took answers of, counted before the lease is
+            # looked at: a grant seen at the next look is counted after
+            questions = ctl.execute("SELECT questions FROM replica_gate.stats").fetchone()[0]
+            before = time.time()
+            left = pc.execute("SELECT max(expires_in_ms) FROM replica_gate.leases()"
+                              " WHERE sender_pid = %s", (sender,)).fetchone()[0]
+            seen = (before + time.time()) / 2
+            if left is not None and last is not None and left > last + 1 and left > 0.8 * w:
+                self.poll(lambda: ctl.execute("SELECT questions FROM replica_gate.stats")
+                          .fetchone()[0] > asked, 0.2, "the answer was not taken in")
+                rec["granted"] = seen - (w - left) / 1000
+                rec["window_end"] = rec["granted"] + w * WINDOW / 1000
+                return
+            last, asked = left, questions
+            time.sleep(0.002)
+        raise RuntimeError(f"no new lease for WAL sender {sender}")
+
+    def grant(self, pc, pid):
+        """grant_lease(pid), as the standby's question, an archive's helper
+        or anyone with the WAL sender's credentials may ask: granted, or the
+        SQLSTATE of its refusal."""
+        try:
+            return pc.execute("SELECT granted FROM replica_gate.grant_lease(%s)",
+                              (pid,)).fetchone()[0]
+        except psycopg.Error as e:
+            return e.sqlstate or "connection"
+
+    def commit(self, conn):
+        """A paying commit of the nemesis's writer, kept as acknowledged;
+        returns when it began and when it was acknowledged."""
+        seq = self.seq + 1
+        began = time.time()
+        conn.execute(f"INSERT INTO h VALUES ({NEMESIS_WRITER}, {seq})")
+        acked = time.time()
+        self.seq = seq
+        token = conn.execute("SELECT replica_gate.last_commit_token()").fetchone()[0]
+        self.acks.append({"t": acked, "writer": NEMESIS_WRITER, "seq": seq, "token": token})
+        return began, acked
+
+    def strong_read(self, conn, node, by):
+        """A strong read on node, as a reader's, kept in the history."""
+        entry = {"node": node.name, "form": "strong", "by": by, "t0": time.time()}
+        try:
+            saw = Reader.read_schema(conn)
+            saw.update(conn.execute(ROWS).fetchall())
+            entry.update(outcome="pass", saw={str(k): v for k, v in saw.items()})
+        except psycopg.Error as e:
+            entry.update(outcome=e.sqlstate or "connection", error=str(e).split("\n")[0][:160])
+        entry["t1"] = time.time()
+        self.history.append(entry)
+        return entry
+
+    def read_after(self, reader, node, by, rec, grant=None):
+        """Strong reads on node right after the commit, until its answer's
+        window ended (at least one; the holder's question worker is frozen,
+        so a read its answer does not serve times out); with "grant" (a
+        pc and a pid), the grant asked again between them."""
+        reads = []
+        while not reads or time.time() < rec["window_end"] + 0.02 and len(reads) < 20:
+            reads.append(self.strong_read(reader, node, by))
+            if grant is not None:
+                rec["grants"].append(self.grant(*grant))
+        rec["reads"] = counts(Counter(e["outcome"] for e in reads))
+        rec["reads_in_window"] = sum(e["t0"] < rec["window_end"] for e in reads)
+
+    @staticmethod
+    def serving(ctl, reader, node):
+        """Wait until node serves strong reads locally (its count of them
+        moves around a strong read): after a new question connection its
+        answers serve none until the clock check has held."""
+        def local():
+            return ctl.execute("SELECT strong_reads_local FROM replica_gate.stats").fetchone()[0]
+        end = time.time() + 10
+        while True:
+            before = local()
+            try:
+                reader.execute("SELECT 1")
+            except psycopg.Error:
+                pass
+            if local() > before:
+                return
+            if time.time() > end:
+                raise RuntimeError(f"{node.name} serves no strong read locally")
+            time.sleep(0.05)
+
+    def holds(self, reader, node, by):
+        """Does node serve strong reads locally with the answer its frozen
+        question worker left?  (A read that had to ask would time out; an
+        answer can fail the clock check, and serve none.)"""
+        if self.strong_read(reader, node, by)["outcome"] != "pass":
+            raise RuntimeError(f"{node.name} serves no strong read locally")
+
+    @staticmethod
+    def effective(rec):
+        """Did the commit begin early enough in the holder's window?"""
+        return rec["commit"] < rec["window_end"] - EFFECTIVE_MARGIN
+
+    def do_receivewal(self, pick, length):
+        return self.holder("receivewal", pick)
+
+    def do_takeover(self, pick, length):
+        return self.holder("takeover", pick)
+
+    def do_reconnect(self, pick, length):
+        return self.holder("reconnect", pick)
+
+    def holder(self, kind, pick):
+        """Up to HOLDER_TRIES attempts at a holder change (holder_try) until
+        one is effective: its slot taken by the new client and its commit
+        early enough in the holder's window."""
+        tries = []
+        for _ in range(HOLDER_TRIES):
+            rec = {}
+            tries.append(rec)
+            try:
+                self.holder_try(kind, pick, rec)
+            except Exception as e:      # noqa: BLE001 - recorded, tried again
+                rec["error"] = str(e)
+            if rec.get("effective"):
+                break
+        last = tries[-1]
+        self.extra = dict(last, tries=len(tries), effective=bool(last.get("effective")),
+                          earlier=tries[:-1])
+        if "error" in last:
+            raise RuntimeError(last["error"])
+        return (f"{last['holder']}'s slot {last['slot']} to {last['new']}"
+                f"{'' if last['same_slot'] else ' (another slot)'}, commit at "
+                f"{(last['commit'] - last['granted']) * 1000:.0f} ms of the lease, took "
+                f"{(last['acked'] - last['commit']) * 1000:.0f} ms; reads on "
+                f"{last['holder']}: {last['reads']}")
+
+    def holder_try(self, kind, pick, rec):
+        """One attempt.  The holder: a standby streaming from the primary that
+        holds a lease.  Its question worker frozen on a new answer; then
+          receivewal: it is partitioned (its WAL receiver frozen too), its
+            WAL sender terminated on the primary, pg_receivewal (an archive)
+            takes the slot;
+          takeover: as receivewal, but another standby, whose WAL receiver
+            is terminated, reconnects into the slot (the holder is the one in
+            the lower slot);
+          reconnect: its own WAL receiver terminated: it reconnects into its
+            slot with a new WAL sender, and its replay is paused;
+        the new WAL sender granted leases (grant_lease(pid), as its question,
+        an archive's helper or anyone with its credentials may ask), a
+        paying commit, strong reads on the holder.  Every other free slot is
+        taken first (fill), so the freed one is the only one free."""
+        c = self.cluster
+        p = c.primary
+        conns, fillers, stopped, paused, rw = [], [], [], None, None
+        rwdir = os.path.join(c.base, "receivewal")
+        try:
+            pc = self.connect(p)
+            conns.append(pc)
+            wc = self.connect(p)
+            conns.append(wc)
+            direct = sorted((n for n in c.standbys() if n.upstream is p), key=lambda n: n.name)
+            pids = {n.name: self.streaming(pc, n.name) for n in direct}
+            direct = [n for n in direct if pids[n.name]]
+            live = {r[0] for r in pc.execute("SELECT sender_pid FROM replica_gate.leases()"
+                                             " WHERE expires_in_ms > 0")}
+            holders = [n for n in direct if pids[n.name] in live] or direct
+            if not holders:
+                raise RuntimeError("no standby streams from the primary")
+            fillers = self.fill(p, pc)
+            slots = self.senders(pc)
+            if kind == "takeover":
+                holders.sort(key=lambda n: slots.index(pids[n.name]))
+                s1 = holders[0]
+                others = [n for n in direct
+                          if slots.index(pids[n.name]) > slots.index(pids[s1.name])]
+                if not others:
+                    raise RuntimeError("no other standby streams from the primary")
+                s2 = others[int(pick * len(others))]
+                wr2 = self.receivers(s2)
+                # its own lease, which its WAL sender would leave behind, lapses
+                # first: its question worker frozen until the end
+                qw2 = [x for x, _ in s2.processes_titled("replica_gate question")]
+                self.signal_all(qw2, signal.SIGSTOP)
+                stopped += qw2
+                rec["other"] = s2.name
+                self.poll(lambda: not pc.execute(
+                    "SELECT count(*) FROM replica_gate.leases() WHERE sender_pid = %s"
+                    " AND expires_in_ms > 0", (pids[s2.name],)).fetchone()[0],
+                    2 * COMMIT_WAIT_MS / 1000, f"{s2.name}'s lease does not expire", step=0.01)
+            else:
+                s1 = holders[int(pick * len(holders))]
+            self.node = s1.name
+            old = pids[s1.name]
+            rec.update(holder=s1.name, sender=old, slot=slots.index(old))
+            ctl = self.connect(s1)
+            conns.append(ctl)
+            reader = self.connect(s1, strong=True)
+            conns.append(reader)
+            qw = [x for x, _ in s1.processes_titled("replica_gate question")]
+            wr = self.receivers(s1)
+            self.serving(ctl, reader, s1)
+            self.fresh_lease(pc, old, reader, ctl, rec)
+            lsn = pc.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+            self.signal_all(qw, signal.SIGSTOP)
+            stopped += qw
+            rec["frozen"] = time.time()
+            # its replay past the answer's position, then nothing more
+            self.poll(lambda: ctl.execute("SELECT pg_last_wal_replay_lsn() >= %s",
+                                          (lsn,)).fetchone()[0], 1.0, "no replay")
+            self.holds(reader, s1, kind)
+            if kind == "reconnect":
+                # (replay paused once it streams again: a paused startup
+                # process would not start a WAL receiver)
+                self.signal_all(wr, signal.SIGTERM)
+                name = s1.name
+            else:
+                self.signal_all(wr, signal.SIGSTOP)
+                stopped += wr
+                pc.execute("SELECT pg_terminate_backend(%s)", (old,))
+                if kind == "takeover":
+                    self.signal_all(wr2, signal.SIGTERM)
+                    name = s2.name
+                else:
+                    shutil.rmtree(rwdir, ignore_errors=True)
+                    os.makedirs(rwdir)
+                    rw = subprocess.Popen([c.bin("pg_receivewal"), "-D", rwdir, "-d", p.dsn(),
+                                           "-n"], stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL)
+                    name = "pg_receivewal"
+            rec["freed"] = time.time()
+            before = pids.get(name)
+            new = self.poll(lambda: (lambda x: x if x not in (None, old, before) else None)(
+                self.streaming(pc, name)), 10, f"{name} does not stream")
+            rec["taken"] = time.time()
+            rec.update(new=name, new_sender=new,
+                       same_slot=self.senders(pc).index(new) == rec["slot"])
+            if kind == "reconnect":
+                ctl.execute("SELECT pg_wal_replay_pause()")
+                paused = ctl
+            rec["grants"] = [self.grant(pc, new)]
+            rec["commit"], rec["acked"] = self.commit(wc)
+            self.read_after(reader, s1, kind, rec, grant=(pc, new))
+            rec["effective"] = rec["same_slot"] and self.effective(rec)
+        finally:
+            if rw is not None:
+                rw.terminate()
+                rw.wait()
+            for f in fillers:
+                f.close()
+            if paused is not None:
+                paused.execute("SELECT pg_wal_replay_resume()")
+            self.signal_all(stopped, signal.SIGCONT)
+            for x in conns:
+                x.close()
+            shutil.rmtree(rwdir, ignore_errors=True)
+        # back to normal: the holder streams again
+        wait_until(lambda: s1.upstream is not c.primary or c.primary.sql(
+            "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'"
+            f" AND application_name = '{s1.name}'")[0][0] == 1, 30,
+            f"{s1.name} does not stream again")
+
+    def follow(self, old, new, children):
+        """After a switchover's kill and promotion: the others follow the new
+        primary, the old one rewound."""
+        c = self.cluster
+
+        def left():
+            """Its processes: those killed, and any that began after they
+            were listed, by their title (they exit once they see the
+            postmaster gone)."""
+            if any(os.path.exists(f"/proc/{x}") for x in children):
+                return True
+            for entry in os.listdir("/proc"):
+                try:
+                    with open(f"/proc/{entry}/cmdline", "rb") as f:
+                        if f.read().startswith(f"postgres: {old.name}: ".encode()):
+                            return True
+                except OSError:
+                    pass
+            return False
+        wait_until(lambda: not left(), 30, "the killed primary's processes do not exit")
+        self.killed = time.time()
+        with c.lock:
+            for n in c.nodes.values():
+                if n is old or n is new:
+                    continue
+                if n.upstream is old:
+                    n.upstream = new
+                n.stream()
+        self.rejoin(old, new)
+
+    def do_switchover(self, pick, length):
+        """The primary goes at once (kill -9 of all its processes, its writers
+        held by a lock once its standbys had everything), a standby is
+        promoted, and its first paying commit comes while another standby,
+        its question worker frozen on an answer of the old primary, may
+        still serve strong reads with it: the new primary cannot know the
+        leases of the old one, and must wait W.  Then the others follow the
+        new primary, the old one rewound."""
+        c = self.cluster
+        old = c.primary
+        self.node = old.name
+        rec = self.extra = {}
+        conns, qw, children, new = [], [], [], None
+        try:
+            pc = self.connect(old)
+            conns.append(pc)
+            direct = sorted((n for n in c.standbys() if n.upstream is old), key=lambda n: n.name)
+            pids = {n.name: self.streaming(pc, n.name) for n in direct}
+            direct = [n for n in direct if pids[n.name]]
+            if len(direct) < 2:
+                raise RuntimeError("fewer than two standbys stream from the primary")
+            new = direct[int(pick * len(direct))]
+            live = {r[0] for r in pc.execute("SELECT sender_pid FROM replica_gate.leases()"
+                                             " WHERE expires_in_ms > 0")}
+            others = [n for n in direct if n is not new]
+            s = ([n for n in others if pids[n.name] in live] or others)[0]
+            rec.update(holder=s.name, new=new.name)
+            nc = self.connect(new)
+            conns.append(nc)
+            ctl = self.connect(s)
+            conns.append(ctl)
+            reader = self.connect(s, strong=True)
+            conns.append(reader)
+            qw = [x for x, _ in s.processes_titled("replica_gate question")]
+            self.serving(ctl, reader, s)
+            children = old.processes()
+            old.bank()
+            lock = self.connect(old)
+            conns.append(lock)
+            lock.execute("BEGIN")
+            lock.execute("LOCK TABLE h IN EXCLUSIVE MODE")
+            rec["locked"] = time.time()
+            lsn = pc.execute("SELECT pg_current_wal_insert_lsn()").fetchone()[0]
+            for n, x in ((new, nc), (s, ctl)):
+                self.poll(lambda x=x: x.execute("SELECT pg_last_wal_replay_lsn() >= %s",
+                                                (lsn,)).fetchone()[0], 10,
+                          f"{n.name} does not catch up", step=0.005)
+            for attempt in range(HOLDER_TRIES):
+                self.fresh_lease(pc, pids[s.name], reader, ctl, rec)
+                self.signal_all(qw, signal.SIGSTOP)
+                rec["frozen"] = time.time()
+                try:
+                    self.holds(reader, s, "switchover")
+                    break
+                except RuntimeError:
+                    self.signal_all(qw, signal.SIGCONT)
+                    if attempt == HOLDER_TRIES - 1:
+                        raise
+            self.signal_all(children, signal.SIGKILL)
+            self.cut = rec["killed_at"] = time.time()
+            nc.execute("SELECT pg_promote(false)")
+            with c.lock:
+                c.primary, new.upstream = new, None
+
+            def first_commit():
+                try:
+                    return self.commit(nc)
+                except psycopg.errors.ReadOnlySqlTransaction:
+                    return None
+            rec["commit"], rec["acked"] = self.poll(first_commit, 30, "no promotion")
+            self.read_after(reader, s, "switchover", rec)
+            rec["effective"] = self.effective(rec)
+        finally:
+            self.signal_all(qw, signal.SIGCONT)
+            for x in conns:
+                x.close()
+            if c.primary is new:
+                self.follow(old, new, children)
+        return (f"{old.name} killed, {new.name} promoted, commit at "
+                f"{(rec['commit'] - rec['granted']) * 1000:.0f} ms of {s.name}'s lease, took "
+                f"{(rec['acked'] - rec['commit']) * 1000:.0f} ms; reads on {s.name}: "
+                f"{rec['reads']}")
 
 
 class Writer(threading.Thread):
@@ -630,19 +1142,18 @@ class Reader(threading.Thread):
                 return "pass", self.read_schema(conn)
             return "pass", q(f"SELECT count(*) FROM h WHERE writer = {target['writer']}"
                              f" AND seq = {target['seq']}").fetchone()[0]
-        read = "SELECT writer, max(seq) FROM h GROUP BY writer"
         if form == "strong":
             q("SET replica_gate.consistency = 'strong'")
             try:
                 # the schema first: the gate of the rows would catch up
                 # replay before the schema's statement is planned
                 saw = self.read_schema(conn)
-                saw.update(q(read).fetchall())
+                saw.update(q(ROWS).fetchall())
                 return "pass", saw
             finally:
                 q("SET replica_gate.consistency = 'eventual'")
         q(f"SELECT replica_gate.require_fresh('{FRESH}s', {TIMEOUT_MS})")
-        return "pass", dict(q(read).fetchall())
+        return "pass", dict(q(ROWS).fetchall())
 
     def run(self):
         conn = None
@@ -679,7 +1190,7 @@ class Reader(threading.Thread):
 def losses(acks, final, faults):
     """The acknowledged writes absent from the final primary, each with when
     the failover that lost it killed its primary (None if none followed)."""
-    failovers = sorted(f["killed"] for f in faults if f["kind"] == "failover")
+    failovers = sorted(f["killed"] for f in faults if f["kind"] in ("failover", "switchover"))
     return {(a["writer"], a["seq"]): next((t for t in failovers if t > a["t"]), None)
             for a in acks if (a["writer"], a["seq"]) not in final}
 
@@ -821,8 +1332,9 @@ def main():
     acks, changes, history, faults = [], [], [], []
     try:
         cluster.start([first + i for i in range(4)])
+        direct = sorted(n.name for n in cluster.standbys() if n.upstream is cluster.primary)
         stop = threading.Event()
-        nemesis = Nemesis(cluster, seed, args.seconds, faults)
+        nemesis = Nemesis(cluster, seed, args.seconds, faults, acks, history)
         rng = random.Random(seed + 1)
         threads = [Writer(cluster, w, acks, stop) for w in (1, 2)]
         threads.append(SchemaWriter(cluster, acks, changes, stop))
@@ -875,8 +1387,9 @@ def main():
     svg(os.path.join(out, "timeline.svg"), start, history, faults, args.seconds)
 
     ops = Counter((e["form"], e["outcome"]) for e in history)
-    lossy = {t for t in lost.values() if t is not None}
     failovers = sum(f["kind"] == "failover" for f in faults)
+    lossy = {t for t in lost.values() if t in {f["killed"] for f in faults
+                                                  if f["kind"] == "failover"}}
     on_schema = Counter(e["outcome"] for e in history if "change" in e.get("target", {}))
     after = [e for e in history if on_lost(e, lost)]
     print(f"\n== replica_gate chaos: seed {seed}, {args.seconds:.0f} s, "
@@ -893,15 +1406,50 @@ def main():
         f["kind"] + ("" if f["outcome"] == "done" else " (failed)") for f in faults).items()))
     gates, local = (sum(n.served[i] for n in cluster.nodes.values()) for i in (0, 1))
     clocks = [f["served"] for f in faults if f["kind"] == "clock" and f.get("served")]
-    print(f"strong-read gates (replica_gate.stats): {gates}, {local} served locally; "
-          f"at half speed, in {len(clocks)} clock faults: {sum(s[0] for s in clocks)}, "
+    print(f"strong-read gates (replica_gate.stats): {gates}, {local} served locally ("
+          + ", ".join(f"{n.name} {n.served[1]} of {n.served[0]}"
+                      for n in sorted(cluster.nodes.values(), key=lambda n: n.name))
+          + f"); at half speed, in {len(clocks)} clock faults: {sum(s[0] for s in clocks)}, "
           f"{sum(s[1] for s in clocks)} served locally")
+    # the faults that change lease holders, and the switchovers: when the
+    # commit began in the holder's lease (ms since the grant), how long it
+    # waited, and the nemesis's strong reads on the holder right after it
+    holder_faults = [f for f in faults if f["kind"] in HOLDERS + ("switchover",)]
+    if holder_faults:
+        print(f"holder changes and switchovers (W = {COMMIT_WAIT_MS} ms; effective: the commit"
+              f" began {EFFECTIVE_MARGIN * 1000:.0f} ms or more before the holder's answer"
+              " expired):")
+    for f in holder_faults:
+        if "commit" not in f:
+            print(f"  {f['kind']:10s} {f['outcome']}")
+            continue
+        slot = (f"slot {f['slot']} to {f['new']}" + ("" if f["same_slot"] else " (another slot)")
+                if f["kind"] in HOLDERS else f"{f['new']} promoted")
+        print(f"  {f['kind']:10s} {f['holder']} holds, {slot}: commit at "
+              f"{(f['commit'] - f['granted']) * 1000:.0f} ms, acknowledged after "
+              f"{(f['acked'] - f['commit']) * 1000:.0f} ms; reads on {f['holder']} after it: "
+              f"{f['reads']} ({f['reads_in_window']} in the window)"
+              + ("" if f.get("effective") else " [not effective]")
+              + (f" [{f['tries']} tries]" if f.get("tries", 1) > 1 else ""))
+    switched = sum(t is not None and t not in {f["killed"] for f in faults
+                                               if f["kind"] == "failover"}
+                   for t in lost.values())
+    if switched:
+        print(f"lost in switchovers: {switched} writes (none should be)")
     if unchecked[0]:
         print(f"not checked: {unchecked[0]} require_fresh passes at half speed (the bound "
               f"assumes the clocks agree), {unchecked[1]} of them lacked a write")
     kinds = Counter(k for k, _ in violations)
     print(f"violations: {len(violations)}" +
           ("" if not violations else " (" + ", ".join(f"{k} {c}" for k, c in kinds.items()) + ")"))
+    if violations:
+        # the fault during which each began (the nemesis's own reads say
+        # "by"), else none
+        def fault_of(line):
+            t = line.get("t0")
+            return next((f["kind"] for f in faults if t is not None and f["t0"] <= t <= f["t1"]),
+                        "no fault")
+        print("  during: " + counts(Counter(f"{k} in {fault_of(line)}" for k, line in violations)))
     for kind, line in violations[:10]:
         print(f"  {kind}: {json.dumps(line)}")
     # what a run must have tested: a timeline-blind gate fails only then,
@@ -911,6 +1459,12 @@ def main():
                                           ("no strong read served locally", local),
                                           ("no standby ran at half speed", clocks)]
                 if not tested]
+    # every standby that streamed from the first primary served some locally,
+    # and every kind of holder change hit a holder's window at least once
+    untested += [f"{n} served no strong read locally" for n in direct
+                 if cluster.nodes[n].served[1] == 0]
+    untested += [f"no {k} fault was effective" for k in HOLDERS + ("switchover",)
+                 if not any(f["kind"] == k and f.get("effective") for f in faults)]
     if untested:
         print("not tested: " + "; ".join(untested))
     print(f"history, writes, faults, server logs and timeline.svg in {out}; "
