@@ -12,6 +12,7 @@ OBJS = \
 	src/gate.o \
 	src/guard.o \
 	src/lease.o \
+	src/lease_waker.o \
 	src/proof.o \
 	src/question.o \
 	src/remote.o \

@@ -33,9 +33,11 @@
  * NOTIFY or an ON COMMIT action on a temporary table, is counted from its
  * commit on: it changed nothing another session reads.)
  *
- * The wait is measured on the clock of rg_clock_us().  It looks at the
- * lease holders' apply positions every RG_COMMIT_WAIT_POLL_US: nothing
- * wakes a backend when a WAL sender's reported position moves.  It cannot
+ * The wait is measured on the clock of rg_clock_us().  A commit that is
+ * not released at its first look sleeps on its latch until the lease
+ * waker wakes it (lease_waker.c), or looks every RG_COMMIT_WAIT_POLL_US on
+ * its own where no waker runs.  One made with synchronous_commit = off
+ * first flushes its record, which no standby can apply before.  It cannot
  * be cancelled (the commit is done and cannot fail; acknowledging it early
  * would break the promise): a cancel request is dropped, as synchronous
  * replication does after its warning; a terminate request or the
@@ -60,13 +62,13 @@
 
 #include "commit_wait.h"
 #include "lease.h"
+#include "lease_waker.h"
+#include "settings.h"
 #include "target.h"
 
-/* How often a paying commit looks at the lease holders' apply positions. */
+/* How often a waiting commit looks on its own where no lease waker runs. */
 #define RG_COMMIT_WAIT_POLL_US	200
 
-/* replica_gate.commit_wait in milliseconds (0: off); set only where preloaded */
-int			rg_commit_wait_ms = 0;
 static bool rg_pay_commit_wait = true;
 
 /*
@@ -89,6 +91,9 @@ static bool rg_commit_wait_prepared = false;
 
 static uint32 rg_commit_wait_event = 0;
 static uint32 rg_commit_wait_read_event = 0;
+
+/* Room for a look at the lease table, made before a wait that must not throw. */
+static RgLeaseView *rg_commit_wait_view = NULL;
 
 PG_FUNCTION_INFO_V1(rg_commit_clock);
 PG_FUNCTION_INFO_V1(rg_grant_lease);
@@ -196,6 +201,7 @@ rg_commit_wait_expect(bool prepared)
 		return;
 	if (!exit_set)
 	{
+		rg_commit_wait_view = rg_lease_view_create();
 		before_shmem_exit(rg_commit_wait_exit, (Datum) 0);
 		exit_set = true;
 	}
@@ -237,14 +243,44 @@ rg_commit_wait_note(XLogRecPtr lsn)
 }
 
 /*
+ * rg_commit_wait_released
+ *		c5: is what a commit ending at "lsn", visible at "visible", waits
+ *		for released at *now (read here)?  At "until" it is.
+ */
+static bool
+rg_commit_wait_released(XLogRecPtr lsn, int64 visible, int64 until,
+						int64 *now)
+{
+	int64		wait_us = rg_commit_wait_ms * (int64) 1000;
+	int64		next;
+	bool		reporting;
+
+	*now = rg_clock_us();
+	rg_lease_look(rg_commit_wait_view, wait_us, *now);
+	return rg_lease_view_released(rg_commit_wait_view, lsn, visible, until,
+								  wait_us, *now, &next, &reporting);
+}
+
+/*
  * rg_commit_wait_sleep
- *		Sleep until the next look at the lease holders, at most until
- *		"until".
+ *		Sleep until the lease waker wakes us (lease_waker.c), at most until
+ *		"until"; where no waker runs, for the next look of our own.  The
+ *		latch is reset before the caller looks again.
  */
 static void
-rg_commit_wait_sleep(int64 until, int64 now)
+rg_commit_wait_sleep(XLogRecPtr lsn, int64 visible, int64 until, int64 now,
+					 uint32 event)
 {
-	pg_usleep(Max(Min(until - now, RG_COMMIT_WAIT_POLL_US), 0));
+	if (rg_waker_link(lsn, visible, until))
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_POSTMASTER_DEATH,
+						 Max((until - now + 999) / 1000, 1), event);
+	else
+	{
+		pgstat_report_wait_start(event);
+		pg_usleep(Max(Min(until - now, RG_COMMIT_WAIT_POLL_US), 0));
+		pgstat_report_wait_end();
+	}
+	ResetLatch(MyLatch);
 }
 
 /*
@@ -264,32 +300,46 @@ rg_commit_wait_sleep(int64 until, int64 now)
 bool
 rg_commit_wait_pay(bool *cancelled)
 {
+	int64		now;
+	bool		flushed = false;
+
 	if (rg_commit_wait_visible == 0)
 		return true;
-	for (;;)
+	while (!rg_commit_wait_released(rg_commit_wait_lsn, rg_commit_wait_visible,
+									rg_commit_wait_until, &now))
 	{
-		int64		now = rg_clock_us();
-
-		if (rg_lease_released(rg_commit_wait_lsn, rg_commit_wait_visible,
-							  rg_commit_wait_until,
-							  rg_commit_wait_ms * (int64) 1000, now))
-			break;
+		/*
+		 * A commit made with synchronous_commit = off is visible before its
+		 * record is flushed, and no standby can apply it before: flush it
+		 * now, as a synchronous commit would have, rather than wait for the
+		 * WAL writer (wal_writer_delay).  (Its position is below the insert
+		 * position: XLogFlush() cannot fail here but by a PANIC.)
+		 */
+		if (!flushed)
+		{
+			if (XLogNeedsFlush(rg_commit_wait_lsn))
+				XLogFlush(rg_commit_wait_lsn);
+			flushed = true;
+			continue;
+		}
 		if (ProcDiePending || !PostmasterIsAlive())
 		{
 			/* ends the session at its next interrupt check */
 			ProcDiePending = true;
 			InterruptPending = true;
+			rg_waker_unlink();
 			rg_commit_wait_abandon();
 			return false;
 		}
 		if (QueryCancelPending && cancelled != NULL)
 			*cancelled = true;
 		QueryCancelPending = false;
-		pgstat_report_wait_start(RG_WAIT_EVENT(rg_commit_wait_event,
-											   "ReplicaGateCommitWait"));
-		rg_commit_wait_sleep(rg_commit_wait_until, now);
-		pgstat_report_wait_end();
+		rg_commit_wait_sleep(rg_commit_wait_lsn, rg_commit_wait_visible,
+							 rg_commit_wait_until, now,
+							 RG_WAIT_EVENT(rg_commit_wait_event,
+										   "ReplicaGateCommitWait"));
 	}
+	rg_waker_unlink();
 	/* c7, for the commits noted: not for one still to write its record */
 	rg_lease_paying(-(rg_commit_wait_counted - rg_commit_wait_expecting), 0);
 	rg_commit_wait_counted = rg_commit_wait_expecting;
@@ -313,7 +363,7 @@ rg_commit_wait_pay(bool *cancelled)
  *		covers every commit the snapshot sees.  Nothing to wait for (no
  *		paying commit pending, none abandoned, the table W old) costs a
  *		read of the clock and of three shared counters.  The wait can be
- *		cancelled, as any statement.
+ *		cancelled, as any statement (the abort unlinks it).
  */
 void
 rg_commit_wait_read(void)
@@ -326,18 +376,19 @@ rg_commit_wait_read(void)
 
 	if (wait_us <= 0 || !rg_lease_read_owed(wait_us, &visible))
 		return;
+	if (rg_commit_wait_view == NULL)
+		rg_commit_wait_view = rg_lease_view_create();
 	lsn = rg_primary_position(&tli);
-	while (!rg_lease_released(lsn, visible, visible + wait_us, wait_us,
-							  (now = rg_clock_us())))
+	while (!rg_commit_wait_released(lsn, visible, visible + wait_us, &now))
 	{
 		CHECK_FOR_INTERRUPTS();
 		if (!PostmasterIsAlive())
 			proc_exit(1);
-		pgstat_report_wait_start(RG_WAIT_EVENT(rg_commit_wait_read_event,
-											   "ReplicaGateStrongRead"));
-		rg_commit_wait_sleep(visible + wait_us, now);
-		pgstat_report_wait_end();
+		rg_commit_wait_sleep(lsn, visible, visible + wait_us, now,
+							 RG_WAIT_EVENT(rg_commit_wait_read_event,
+										   "ReplicaGateStrongRead"));
 	}
+	rg_waker_unlink();
 }
 
 /*
@@ -351,6 +402,25 @@ rg_commit_wait_startup(void)
 {
 	(void) RG_WAIT_EVENT(rg_commit_wait_event, "ReplicaGateCommitWait");
 	(void) RG_WAIT_EVENT(rg_commit_wait_read_event, "ReplicaGateStrongRead");
+}
+
+/*
+ * rg_commit_wait_aborted
+ *		A transaction aborted: a strong read's wait cancelled is over, and a
+ *		commit counted before its record was never visible, unless it was
+ *		COMMIT PREPARED's, which may fail after its commit.
+ */
+static void
+rg_commit_wait_aborted(void)
+{
+	rg_waker_unlink();
+	if (rg_commit_wait_expecting)
+	{
+		rg_commit_wait_expecting = false;
+		rg_commit_wait_counted--;
+		rg_lease_paying(-1, rg_commit_wait_prepared ?
+						rg_clock_us() + rg_commit_wait_ms * (int64) 1000 : 0);
+	}
 }
 
 /*
@@ -368,13 +438,8 @@ rg_commit_wait_xact_callback(XactEvent event, void *arg)
 	else if (event == XACT_EVENT_COMMIT &&
 			 TransactionIdIsValid(GetTopTransactionIdIfAny()))
 		rg_commit_wait_note(XactLastCommitEnd);
-	else if (event == XACT_EVENT_ABORT && rg_commit_wait_expecting)
-	{
-		rg_commit_wait_expecting = false;
-		rg_commit_wait_counted--;
-		rg_lease_paying(-1, rg_commit_wait_prepared ?
-						rg_clock_us() + rg_commit_wait_ms * (int64) 1000 : 0);
-	}
+	else if (event == XACT_EVENT_ABORT)
+		rg_commit_wait_aborted();
 }
 
 /*
@@ -394,10 +459,9 @@ rg_commit_wait_release_callback(ResourceReleasePhase phase, bool isCommit,
 
 /*
  * rg_commit_wait_init
- *		Define the settings and install the callback; called from _PG_init.
- *		The wait itself exists only where the library is preloaded, so that
- *		every session of the server pays it: a standby trusts the value it
- *		reads in pg_settings (question.c).
+ *		Define the setting of the sessions and install the callbacks; called
+ *		from _PG_init.  The wait itself exists only where the library is
+ *		preloaded (replica_gate.commit_wait, settings.c).
  */
 void
 rg_commit_wait_init(void)
@@ -412,14 +476,6 @@ rg_commit_wait_init(void)
 							 NULL, NULL, NULL);
 	if (!process_shared_preload_libraries_in_progress)
 		return;
-	DefineCustomIntVariable("replica_gate.commit_wait",
-							"The longest a commit waits for the standbys that serve strong reads without asking, before it is acknowledged.",
-							"0 turns it off.  Set on the primary (and on every server that may become one); standbys learn it from there.",
-							&rg_commit_wait_ms,
-							0, 0, 1000,
-							PGC_POSTMASTER,
-							GUC_UNIT_MS,
-							NULL, NULL, NULL);
 	RegisterXactCallback(rg_commit_wait_xact_callback, NULL);
 	RegisterResourceReleaseCallback(rg_commit_wait_release_callback, NULL);
 }

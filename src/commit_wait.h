@@ -11,8 +11,6 @@
 
 #include "common.h"
 
-extern int	rg_commit_wait_ms;
-
 extern void rg_commit_wait_init(void);
 extern void rg_commit_wait_expect(bool prepared);
 extern void rg_commit_wait_note(XLogRecPtr lsn);

@@ -82,6 +82,7 @@
 #include "storage/shmem.h"
 #include "storage/spin.h"
 #include "utils/builtins.h"
+#include "utils/memutils.h"
 #include "utils/pg_lsn.h"
 
 #include "lease.h"
@@ -95,6 +96,7 @@ typedef struct RgLease
 	XLogRecPtr	since_lsn;		/* ...this insert position */
 	bool		keeps_up;		/* it had applied since_lsn W / 2 later */
 	XLogRecPtr	behind;			/* refused until this is applied (0: none) */
+	bool		active;			/* listed in the active slots */
 	/* the last lease here whose WAL sender left while it was live */
 	pid_t		gone_pid;
 	int64		gone_expires;	/* waited out until then... */
@@ -119,22 +121,45 @@ typedef struct RgLeaseShared
 	pg_atomic_uint32 paying;	/* paying commits not yet released */
 	pg_atomic_uint64 abandoned;	/* until then a commit never acknowledged
 								 * may be pending (its session ended) */
+	int			nactive;		/* slots listed in rg_lease_active */
 	RgLease		leases[FLEXIBLE_ARRAY_MEMBER];	/* one per WAL sender slot,
 												 * then max_wal_senders
-												 * RgLeaseSender */
+												 * RgLeaseSender, then as many
+												 * active slot numbers */
 } RgLeaseShared;
 
 static RgLeaseShared *rg_lease = NULL;
 static RgLeaseSender *rg_lease_senders = NULL;
 
+/*
+ * The slots whose lease or gone lease a commit may still wait for (granted
+ * less than 2 W ago): what a commit looks at, however many WAL sender
+ * slots there are.
+ */
+static int *rg_lease_active = NULL;
+
 static ClientAuthentication_hook_type rg_lease_prev_auth = NULL;
+
+/* Where the table's arrays of senders and of active slots begin. */
+static Size
+rg_lease_senders_offset(void)
+{
+	return MAXALIGN(add_size(offsetof(RgLeaseShared, leases),
+							 mul_size(max_wal_senders, sizeof(RgLease))));
+}
+
+static Size
+rg_lease_active_offset(void)
+{
+	return MAXALIGN(add_size(rg_lease_senders_offset(),
+							 mul_size(max_wal_senders, sizeof(RgLeaseSender))));
+}
 
 Size
 rg_lease_shmem_size(void)
 {
-	return add_size(MAXALIGN(add_size(offsetof(RgLeaseShared, leases),
-									  mul_size(max_wal_senders, sizeof(RgLease)))),
-					mul_size(max_wal_senders, sizeof(RgLeaseSender)));
+	return add_size(rg_lease_active_offset(),
+					mul_size(max_wal_senders, sizeof(int)));
 }
 
 /*
@@ -150,8 +175,8 @@ rg_lease_shmem_init(void)
 	rg_lease = ShmemInitStruct("replica_gate leases", rg_lease_shmem_size(),
 							   &found);
 	rg_lease_senders = (RgLeaseSender *)
-		((char *) rg_lease + MAXALIGN(offsetof(RgLeaseShared, leases) +
-									  max_wal_senders * sizeof(RgLease)));
+		((char *) rg_lease + rg_lease_senders_offset());
+	rg_lease_active = (int *) ((char *) rg_lease + rg_lease_active_offset());
 	if (found)
 		return;
 	memset(rg_lease, 0, rg_lease_shmem_size());
@@ -348,7 +373,7 @@ rg_lease_sender(pid_t pid, XLogRecPtr *apply)
  *		this session is its standby's and the standby may have one (file
  *		header).  g3: the caller reads the answer's position after this
  *		returns, and the barrier keeps that read after the record, as the
- *		commit's (rg_lease_released) keeps its read of the table after the
+ *		commit's (rg_lease_look) keeps its read of the table after the
  *		commit became visible: else each could miss the other.
  */
 bool
@@ -392,6 +417,11 @@ rg_lease_grant(pid_t pid, int64 wait_us)
 			lease->expires = Max(lease->expires, now + wait_us);
 			if ((uint64) lease->expires > pg_atomic_read_u64(&rg_lease->last_expiry))
 				pg_atomic_write_u64(&rg_lease->last_expiry, (uint64) lease->expires);
+			if (!lease->active)
+			{
+				lease->active = true;
+				rg_lease_active[rg_lease->nactive++] = slot;
+			}
 		}
 	}
 	SpinLockRelease(&rg_lease->mutex);
@@ -464,7 +494,7 @@ rg_lease_paying(int n, int64 abandoned)
  *		(each is counted before its commit record, and until it is
  *		released), none was abandoned, and the table has known every lease
  *		for W; else true, with *now: the statement then waits until
- *		rg_lease_released() holds for a position read after this, visible
+ *		rg_lease_view_released() holds for a position read after this, visible
  *		at *now.
  */
 bool
@@ -481,70 +511,152 @@ rg_lease_read_owed(int64 wait_us, int64 *now)
 }
 
 /*
- * rg_lease_released
- *		c5 and p4: may a paying commit that ends at "lsn" and became visible
- *		at "visible" be acknowledged at "now"?  Yes at "until" (W after it),
- *		and before that once every lease has expired or its WAL sender has
- *		applied "lsn", and every gone lease has expired or its WAL sender
- *		had applied "lsn" before it left; never within wait_us (W) of the
- *		first paying commit or strong read (file header).  A lease live at
- *		"visible" whose WAL sender has not applied "lsn" when it expires, or
- *		at "until", marks its standby behind.
+ * rg_lease_view_create
+ *		Room for a look at the table (rg_lease_look), in TopMemoryContext:
+ *		made where an error may be thrown, before the look that must not.
+ */
+RgLeaseView *
+rg_lease_view_create(void)
+{
+	RgLeaseView *view = MemoryContextAllocZero(TopMemoryContext,
+											   sizeof(RgLeaseView));
+
+	view->holders = MemoryContextAllocZero(TopMemoryContext,
+										   Max(max_wal_senders, 1) *
+										   sizeof(RgLeaseHolder));
+	return view;
+}
+
+/*
+ * rg_lease_look
+ *		Copy into "view" what a commit's release depends on: the table's
+ *		times, and each active slot's lease and gone lease with the apply
+ *		position its WAL sender reported (one lock of the table, then one
+ *		of each such WAL sender).  Slots whose leases all expired over W
+ *		ago ("wait_us") leave the active list: every commit that became
+ *		visible while they were live has been released since.
+ *
+ * The barrier orders what follows after the commit became visible (or
+ * the snapshot was taken), as the grant records its lease before it reads
+ * the position (rg_lease_grant).
+ */
+void
+rg_lease_look(RgLeaseView *view, int64 wait_us, int64 now)
+{
+	view->n = 0;
+	if (rg_lease == NULL)
+		return;
+	pg_memory_barrier();
+	view->primary_since = (int64) pg_atomic_read_u64(&rg_lease->primary_since);
+	view->last_expiry = (int64) pg_atomic_read_u64(&rg_lease->last_expiry);
+	SpinLockAcquire(&rg_lease->mutex);
+	for (int i = 0; i < rg_lease->nactive;)
+	{
+		int			slot = rg_lease_active[i];
+		RgLease    *lease = &rg_lease->leases[slot];
+		RgLeaseHolder *holder = &view->holders[view->n];
+
+		if (Max(lease->expires, lease->gone_expires) + wait_us <= now)
+		{
+			lease->active = false;
+			rg_lease_active[i] = rg_lease_active[--rg_lease->nactive];
+			continue;
+		}
+		holder->slot = slot;
+		holder->pid = lease->pid;
+		holder->expires = lease->expires;
+		holder->gone_expires = lease->gone_expires;
+		holder->gone_applied = lease->gone_applied;
+		view->n++;
+		i++;
+	}
+	SpinLockRelease(&rg_lease->mutex);
+
+	for (int i = 0; i < view->n; i++)
+	{
+		RgLeaseHolder *holder = &view->holders[i];
+		WalSnd	   *walsnd = &WalSndCtl->walsnds[holder->slot];
+
+		SpinLockAcquire(&walsnd->mutex);
+		holder->reporting = holder->pid != 0 && walsnd->pid == holder->pid;
+		holder->applied = holder->reporting ? walsnd->apply : InvalidXLogRecPtr;
+		SpinLockRelease(&walsnd->mutex);
+	}
+}
+
+/*
+ * rg_lease_mark_behind
+ *		The standby of WAL sender "pid" in "slot" held a lease over a commit
+ *		ending at "lsn" and did not apply it in time: no lease for it until
+ *		it has.
+ */
+static void
+rg_lease_mark_behind(int slot, pid_t pid, XLogRecPtr lsn)
+{
+	SpinLockAcquire(&rg_lease->mutex);
+	if (rg_lease->leases[slot].pid == pid)
+	{
+		rg_lease->leases[slot].behind = Max(rg_lease->leases[slot].behind, lsn);
+		rg_lease->leases[slot].keeps_up = false;
+	}
+	SpinLockRelease(&rg_lease->mutex);
+}
+
+/*
+ * rg_lease_view_released
+ *		c5 and p4, on a look at the table: may a paying commit that ends at
+ *		"lsn" and became visible at "visible" be acknowledged at "now"?  Yes
+ *		at "until" (W after it), and before that once every lease has
+ *		expired or its WAL sender has applied "lsn", and every gone lease
+ *		has expired or its WAL sender had applied "lsn" before it left;
+ *		never within wait_us (W) of the first paying commit or strong read
+ *		(file header).  A lease live at "visible" whose WAL sender has not
+ *		applied "lsn" at "until", or when it expires if it had W / 2 to do
+ *		it, marks its standby behind: a commit that became visible just
+ *		before a lease expired does not (a healthy standby reports a
+ *		moment later; marked, it would ask for every strong read until it
+ *		had shown again that it keeps up).  If not released, *next is when
+ *		an expiry may release it without a report, and *reporting whether a
+ *		WAL sender that could report is waited for.
  */
 bool
-rg_lease_released(XLogRecPtr lsn, int64 visible, int64 until, int64 wait_us,
-				  int64 now)
+rg_lease_view_released(const RgLeaseView *view, XLogRecPtr lsn,
+					   int64 visible, int64 until, int64 wait_us, int64 now,
+					   int64 *next, bool *reporting)
 {
 	bool		released = true;
 
+	*next = until;
+	*reporting = false;
 	if (rg_lease == NULL)
 		return now >= until;
-
-	/*
-	 * The barrier orders what follows after the commit became visible (or
-	 * the snapshot was taken), as the grant records its lease before it
-	 * reads the position (rg_lease_grant).
-	 */
-	pg_memory_barrier();
-	if (visible < (int64) pg_atomic_read_u64(&rg_lease->primary_since) + wait_us)
+	if (visible < view->primary_since + wait_us)
 		released = (now >= until);
-	else if ((int64) pg_atomic_read_u64(&rg_lease->last_expiry) <= visible)
+	else if (view->last_expiry <= visible)
 		return true;			/* no lease live then: most commits where no
 								 * standby serves strong reads locally */
 
-	for (int i = 0; i < max_wal_senders; i++)
+	for (int i = 0; i < view->n; i++)
 	{
-		WalSnd	   *walsnd = &WalSndCtl->walsnds[i];
-		RgLease		lease;
-		bool		applied;
+		const RgLeaseHolder *holder = &view->holders[i];
 
-		SpinLockAcquire(&rg_lease->mutex);
-		lease = rg_lease->leases[i];
-		SpinLockRelease(&rg_lease->mutex);
-		if (lease.gone_expires > visible && lease.gone_applied < lsn &&
-			now < lease.gone_expires && now < until)
-			released = false;
-		if (lease.pid == 0 || lease.expires <= visible)
-			continue;
-
-		SpinLockAcquire(&walsnd->mutex);
-		applied = walsnd->pid == lease.pid && walsnd->apply >= lsn;
-		SpinLockRelease(&walsnd->mutex);
-		if (applied)
-			continue;
-		if (now < lease.expires && now < until)
-			released = false;
-		else
+		if (holder->gone_expires > visible && holder->gone_applied < lsn &&
+			now < holder->gone_expires && now < until)
 		{
-			/* it held a lease over this commit and did not apply it in time */
-			SpinLockAcquire(&rg_lease->mutex);
-			if (rg_lease->leases[i].pid == lease.pid)
-			{
-				rg_lease->leases[i].behind = Max(rg_lease->leases[i].behind, lsn);
-				rg_lease->leases[i].keeps_up = false;
-			}
-			SpinLockRelease(&rg_lease->mutex);
+			released = false;
+			*next = Min(*next, holder->gone_expires);
 		}
+		if (holder->pid == 0 || holder->expires <= visible ||
+			holder->applied >= lsn)
+			continue;
+		if (now < holder->expires && now < until)
+		{
+			released = false;
+			*next = Min(*next, holder->expires);
+			*reporting |= holder->reporting;
+		}
+		else if (now >= until || holder->expires - visible >= wait_us / 2)
+			rg_lease_mark_behind(holder->slot, holder->pid, lsn);
 	}
 	return released;
 }

@@ -29,6 +29,7 @@
 #include "commit_wait.h"
 #include "guard.h"
 #include "lease.h"
+#include "lease_waker.h"
 #include "question.h"
 #include "session.h"
 #include "set_gate.h"
@@ -62,6 +63,7 @@ _PG_init(void)
 
 	rg_shmem_install_hooks();
 	rg_lease_init();
+	rg_waker_register();
 	rg_question_register();
 #ifndef RG_HAVE_CORE_WAIT
 	rg_watcher_register();

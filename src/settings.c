@@ -9,9 +9,10 @@
  * it calls no other file of replica_gate, so that every file can read the
  * settings without depending on the entry point (replica_gate.c), which
  * calls rg_settings_init() first.  Settings that one module alone reads
- * are defined by that module's init function; where the library is not
- * preloaded, this file also defines replica_gate.commit_wait, with no
- * effect (commit_wait.c defines it where it has one).
+ * are defined by that module's init function.  replica_gate.commit_wait,
+ * which the commit wait, the strong reads of a primary and their waker
+ * read, has an effect only where the library is preloaded; elsewhere it is
+ * defined with none.
  *
  *-------------------------------------------------------------------------
  */
@@ -32,6 +33,7 @@ static char *rg_version_guc = NULL;
 int			rg_max_timeout = 60000;
 double		rg_poll_interval = 0.5;
 char	   *rg_primary_conninfo = NULL;	/* read by question.c */
+int			rg_commit_wait_ms = 0;	/* 0: off; set only where preloaded */
 
 /*
  * replica_gate.commit_wait where the library is not preloaded: a value from
@@ -62,7 +64,7 @@ rg_commit_wait_unloaded_show(void)
  *		a value in the configuration file (doc/setup.md puts one there) is
  *		not a placeholder that reserving the prefix removes with a WARNING
  *		in every such session.  The commit wait itself exists only where the
- *		library is preloaded (commit_wait.c defines the setting there).
+ *		library is preloaded (rg_settings_init defines the setting there).
  *		Hidden from pg_settings (GUC_NO_SHOW_ALL): a standby's question
  *		reads it there, and must find no commit wait on such a primary (it
  *		then asks for every strong read: fail closed).  SHOW says that it
@@ -147,6 +149,20 @@ rg_settings_init(void)
 							   GUC_REPORT | GUC_NOT_IN_SAMPLE | GUC_DISALLOW_IN_FILE,
 							   NULL, NULL, NULL);
 
-	if (!rg_preloaded)
+	/*
+	 * The commit wait exists only where the library is preloaded, so that
+	 * every session of the server pays it: a standby trusts the value it
+	 * reads in pg_settings (question.c).
+	 */
+	if (rg_preloaded)
+		DefineCustomIntVariable("replica_gate.commit_wait",
+								"The longest a commit waits for the standbys that serve strong reads without asking, before it is acknowledged.",
+								"0 turns it off.  Set on the primary (and on every server that may become one); standbys learn it from there.",
+								&rg_commit_wait_ms,
+								0, 0, 1000,
+								PGC_POSTMASTER,
+								GUC_UNIT_MS,
+								NULL, NULL, NULL);
+	else
 		rg_define_commit_wait_unloaded();
 }

@@ -23,6 +23,7 @@ extern int	rg_default_timeout;
 extern int	rg_max_timeout;
 extern double rg_poll_interval;
 extern char *rg_primary_conninfo;
+extern int	rg_commit_wait_ms;
 
 extern void rg_settings_init(void);
 

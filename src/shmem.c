@@ -17,6 +17,7 @@
 
 #include "commit_wait.h"
 #include "lease.h"
+#include "lease_waker.h"
 #include "proof.h"
 #include "question.h"
 #include "shmem.h"
@@ -44,7 +45,7 @@ rg_shmem_request(void)
 											 rg_upstream_shmem_size()),
 									add_size(rg_question_shmem_size(),
 											 rg_proof_shmem_size())));
-	RequestAddinShmemSpace(rg_lease_shmem_size());
+	RequestAddinShmemSpace(add_size(rg_lease_shmem_size(), rg_waker_shmem_size()));
 #ifndef RG_HAVE_CORE_WAIT
 	RequestAddinShmemSpace(rg_registry_shmem_size());
 	RequestNamedLWLockTranche("replica_gate", 1);
@@ -70,6 +71,7 @@ rg_shmem_startup(void)
 	rg_question_shmem_init();
 	rg_proof_shmem_init();
 	rg_lease_shmem_init();
+	rg_waker_shmem_init();
 	LWLockRelease(AddinShmemInitLock);
 	if (!IsUnderPostmaster)
 		rg_commit_wait_startup();

@@ -46,6 +46,7 @@ my ($primary, $standby) = rg_primary_standby(
 	standby_conf => "wal_receiver_status_interval = '10s'\n");
 rg_strong_counter($primary, '300ms');
 $primary->safe_psql('postgres', 'CREATE ROLE mallory LOGIN');
+$primary->safe_psql('postgres', 'CREATE TABLE w AS SELECT generate_series(1, 10) AS id, 0 AS v');
 $primary->wait_for_catchup($standby->name, 'replay');
 
 # psql's time of the last statement of $sql, in ms.
@@ -186,6 +187,45 @@ like($after, qr/^$seen$|RG001/,
 	'a strong read on the standby right after it sees that commit, or fails')
   or diag("value before the commit: $before");
 $writer->{run}->finish;
+$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+$primary->wait_for_catchup($standby->name, 'replay');
+
+# --- commits that wait for a paused holder sleep ------------------------------------
+# Ten paying commits wait for the paused standby's lease: they sleep on
+# their latches until the lease waker (one process) wakes them, instead of
+# each looking at the lease table every 0.2 ms (about 2,500 times in half
+# a second).  A process's voluntary context switches count its sleeps.
+is($primary->safe_psql('postgres',
+	"SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'replica_gate lease waker'"),
+	'1', 'the primary runs a lease waker');
+rg_pause_replay($standby);
+# (pgbench starts the ten at once, each on its own row)
+my $script = "$PostgreSQL::Test::Utils::tmp_check/waiter.sql";
+PostgreSQL::Test::Utils::append_to_file($script, "UPDATE w SET v = v + 1 WHERE id = :client_id + 1;\n");
+ok($hold_lease->(), 'the standby, paused, holds a lease');
+my $waiters = IPC::Run::start(
+	[ 'pgbench', '-n', '-c', '10', '-t', '1', '-f', $script,
+	  '-d', $primary->connstr('postgres') . ' application_name=waiter' ],
+	'>', \my $pgbench_out, '2>&1');
+$until->("(SELECT count(*) FROM pg_stat_activity WHERE application_name = 'waiter' AND wait_event_type = 'Extension') = 10");
+my $switches = sub {
+	my %n;
+	for my $pid (split /\n/, rg_session_query($ps,
+		"SELECT pid FROM pg_stat_activity WHERE application_name = 'waiter';"))
+	{
+		open(my $fh, '<', "/proc/$pid/status") or next;
+		($n{$pid}) = join('', <$fh>) =~ /^voluntary_ctxt_switches:\s*(\d+)/m;
+	}
+	return \%n;
+};
+my $before_sleep = $switches->();
+usleep(500_000);
+my $after_sleep = $switches->();
+my @slept = map { $after_sleep->{$_} - $before_sleep->{$_} } grep { defined $after_sleep->{$_} } keys %$before_sleep;
+is(scalar(@slept), 10, 'ten commits waited half a second for the lease');
+cmp_ok((sort { $b <=> $a } @slept)[0], '<', 50,
+	'and each slept through it (at most ' . (sort { $b <=> $a } @slept)[0] . ' voluntary context switches)');
+$waiters->finish;
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 $primary->wait_for_catchup($standby->name, 'replay');
 

@@ -1,0 +1,333 @@
+/*-------------------------------------------------------------------------
+ *
+ * lease_waker.c
+ *		On a primary: the registry of paying commits and strong reads that
+ *		wait for the lease holders (commit_wait.c), and the lease waker, a
+ *		background worker that watches the holders' reported apply
+ *		positions while any of them waits and wakes each one that a report,
+ *		or an expiry, releases.  src/README.md ("Waking the commits that
+ *		wait") has the design and what it costs.
+ *
+ * PostgreSQL lets no extension run code when a WAL sender takes in a
+ * standby's reply: core's synchronous replication wakes its waiters from
+ * the WAL sender itself (SyncRepReleaseWaiters), which we cannot.  So one
+ * process looks for all of them.  While nobody waits it sleeps on its
+ * latch.  While someone waits it takes one look at the lease table
+ * (rg_lease_look) every RG_WAKER_POLL_US, evaluates every waiter against
+ * it and sets the latch of each one released; when no waiter depends on a
+ * WAL sender that could still report (each waits only for leases whose
+ * WAL sender left, or for its own "until"), it sleeps until the nearest
+ * expiry instead.
+ *
+ * Each backend owns the slot indexed by its PGPROC number.  A waiter
+ * fills it, then marks it linked; the waker unlinks it (compare and
+ * exchange, as the waiter does when it leaves) before setting its latch.
+ * The waker is only a hint: a woken waiter looks at the table itself,
+ * and one whose slot the waker read while it was being rewritten is woken
+ * for nothing, or a look later.  Where no waker runs (not preloaded, not
+ * started yet, or gone) rg_waker_link() says so and the waiter polls on
+ * its own.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "port/atomics.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "storage/proc.h"
+#include "storage/shmem.h"
+#include "storage/spin.h"
+
+#include "lease.h"
+#include "lease_waker.h"
+#include "settings.h"
+
+/* How often the waker looks while a waiter depends on a report. */
+#define RG_WAKER_POLL_US	100
+
+/* One slot per PGPROC that can run SQL. */
+typedef struct RgWaiter
+{
+	XLogRecPtr	lsn;			/* what must be applied... */
+	int64		visible;		/* ...by the leases live then... */
+	int64		until;			/* ...at most until then */
+	pg_atomic_uint32 linked;	/* 1 while it waits to be woken */
+} RgWaiter;
+
+typedef struct RgWakerShared
+{
+	slock_t		mutex;
+	Latch	   *waker_latch;	/* NULL while no waker runs */
+	pg_atomic_uint32 nwaiters;	/* linked slots */
+	int			nslots;
+	RgWaiter	slots[FLEXIBLE_ARRAY_MEMBER];
+} RgWakerShared;
+
+static RgWakerShared *rg_waker = NULL;
+
+static uint32 rg_waker_idle_event = 0;
+static uint32 rg_waker_event = 0;
+
+PGDLLEXPORT void rg_waker_main(Datum arg);
+
+Size
+rg_waker_shmem_size(void)
+{
+	return add_size(offsetof(RgWakerShared, slots),
+					mul_size(RG_MAX_BACKENDS(), sizeof(RgWaiter)));
+}
+
+/*
+ * rg_waker_shmem_init
+ *		Create or attach to the registry; called with AddinShmemInitLock
+ *		held.
+ */
+void
+rg_waker_shmem_init(void)
+{
+	bool		found;
+
+	rg_waker = ShmemInitStruct("replica_gate lease waiters",
+							   rg_waker_shmem_size(), &found);
+	if (found)
+		return;
+	SpinLockInit(&rg_waker->mutex);
+	rg_waker->waker_latch = NULL;
+	pg_atomic_init_u32(&rg_waker->nwaiters, 0);
+	rg_waker->nslots = RG_MAX_BACKENDS();
+	for (int i = 0; i < rg_waker->nslots; i++)
+		pg_atomic_init_u32(&rg_waker->slots[i].linked, 0);
+}
+
+/* This backend's slot, or NULL when there is no registry or no slot. */
+static RgWaiter *
+rg_waker_my_slot(void)
+{
+	if (rg_waker == NULL || MyProc == NULL ||
+		RG_MY_PROCNO < 0 || RG_MY_PROCNO >= rg_waker->nslots)
+		return NULL;
+	return &rg_waker->slots[RG_MY_PROCNO];
+}
+
+/* Take a slot out of the registry, unless someone else did. */
+static bool
+rg_waker_take(RgWaiter *slot)
+{
+	uint32		linked = 1;
+
+	if (!pg_atomic_compare_exchange_u32(&slot->linked, &linked, 0))
+		return false;
+	(void) pg_atomic_fetch_sub_u32(&rg_waker->nwaiters, 1);
+	return true;
+}
+
+/*
+ * rg_waker_link
+ *		Wait to be woken when what a commit ending at "lsn", visible at
+ *		"visible", waits for is released (at the latest at "until", which
+ *		the caller's own timeout covers).  False when no waker runs: the
+ *		caller must look on its own.  The caller looks at the table after
+ *		this returns, so a release in between is not missed.
+ */
+bool
+rg_waker_link(XLogRecPtr lsn, int64 visible, int64 until)
+{
+	RgWaiter   *slot = rg_waker_my_slot();
+	Latch	   *waker;
+
+	if (slot == NULL)
+		return false;
+	SpinLockAcquire(&rg_waker->mutex);
+	waker = rg_waker->waker_latch;
+	SpinLockRelease(&rg_waker->mutex);
+	if (waker == NULL)
+		return false;
+	if (pg_atomic_read_u32(&slot->linked) == 0 || slot->lsn != lsn ||
+		slot->visible != visible || slot->until != until)
+	{
+		(void) rg_waker_take(slot);
+		slot->lsn = lsn;
+		slot->visible = visible;
+		slot->until = until;
+		pg_write_barrier();
+		pg_atomic_write_u32(&slot->linked, 1);
+		(void) pg_atomic_fetch_add_u32(&rg_waker->nwaiters, 1);
+	}
+	/* it may be asleep until an expiry: this waiter may need a report */
+	SetLatch(waker);
+	return true;
+}
+
+/*
+ * rg_waker_unlink
+ *		Leave the registry, if the waker has not taken us out.  Safe at any
+ *		time; must not throw.
+ */
+void
+rg_waker_unlink(void)
+{
+	RgWaiter   *slot = rg_waker_my_slot();
+
+	if (slot != NULL)
+		(void) rg_waker_take(slot);
+}
+
+/*
+ * rg_waker_wake
+ *		One look: wake every waiter that the table releases now.  Returns
+ *		whether one still waits, with *next (when an expiry may release
+ *		one) and *reporting (whether one waits for a WAL sender that could
+ *		report).
+ */
+static bool
+rg_waker_wake(RgLeaseView *view, int64 wait_us, int64 *next, bool *reporting)
+{
+	int64		now = rg_clock_us();
+	bool		waiting = false;
+
+	*next = PG_INT64_MAX;
+	*reporting = false;
+	rg_lease_look(view, wait_us, now);
+	for (int i = 0; i < rg_waker->nslots; i++)
+	{
+		RgWaiter   *slot = &rg_waker->slots[i];
+		XLogRecPtr	lsn;
+		int64		visible;
+		int64		until;
+		int64		its_next;
+		bool		its_reporting;
+
+		if (pg_atomic_read_u32(&slot->linked) == 0)
+			continue;
+		pg_read_barrier();
+		lsn = slot->lsn;
+		visible = slot->visible;
+		until = slot->until;
+		if (rg_lease_view_released(view, lsn, visible, until, wait_us, now,
+								   &its_next, &its_reporting))
+		{
+			if (rg_waker_take(slot))
+				SetLatch(&GetPGProcByNumber(i)->procLatch);
+			continue;
+		}
+		waiting = true;
+		*next = Min(*next, its_next);
+		*reporting |= its_reporting;
+	}
+	return waiting;
+}
+
+/*
+ * rg_waker_exit
+ *		before_shmem_exit callback: no waker any more; every waiter is woken
+ *		to look on its own.
+ */
+static void
+rg_waker_exit(int code, Datum arg)
+{
+	SpinLockAcquire(&rg_waker->mutex);
+	rg_waker->waker_latch = NULL;
+	SpinLockRelease(&rg_waker->mutex);
+	for (int i = 0; i < rg_waker->nslots; i++)
+		if (rg_waker_take(&rg_waker->slots[i]))
+			SetLatch(&GetPGProcByNumber(i)->procLatch);
+}
+
+/*
+ * rg_waker_main
+ *		The lease waker (file header).  It starts once the server is a
+ *		primary, and runs only where the commit wait is on.
+ */
+void
+rg_waker_main(Datum arg)
+{
+	int64		wait_us = rg_commit_wait_ms * (int64) 1000;
+	RgLeaseView *view;
+
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	BackgroundWorkerUnblockSignals();
+	/* No database: connecting only makes us visible in pg_stat_activity. */
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+	view = rg_lease_view_create();
+
+	SpinLockAcquire(&rg_waker->mutex);
+	if (rg_waker->waker_latch != NULL)
+	{
+		SpinLockRelease(&rg_waker->mutex);
+		/* exit code 0: not restarted */
+		ereport(LOG, (errmsg("replica_gate lease waker is already running")));
+		proc_exit(0);
+	}
+	rg_waker->waker_latch = MyLatch;
+	SpinLockRelease(&rg_waker->mutex);
+	before_shmem_exit(rg_waker_exit, (Datum) 0);
+
+	for (;;)
+	{
+		int64		next;
+		bool		reporting;
+
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+		if (ShutdownRequestPending)
+			proc_exit(1);
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+
+		if (pg_atomic_read_u32(&rg_waker->nwaiters) == 0)
+		{
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
+							 RG_WAIT_EVENT(rg_waker_idle_event,
+										   "ReplicaGateLeaseWakerIdle"));
+			continue;
+		}
+		if (!rg_waker_wake(view, wait_us, &next, &reporting))
+			continue;
+		if (reporting)
+		{
+			/* a report may come at any moment: look again soon */
+			pgstat_report_wait_start(RG_WAIT_EVENT(rg_waker_event,
+												   "ReplicaGateLeaseWaker"));
+			pg_usleep(RG_WAKER_POLL_US);
+			pgstat_report_wait_end();
+		}
+		else
+			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+							 Max((next - rg_clock_us() + 999) / 1000, 1),
+							 RG_WAIT_EVENT(rg_waker_event, "ReplicaGateLeaseWaker"));
+	}
+}
+
+/*
+ * rg_waker_register
+ *		Register the lease waker; called from _PG_init where the library is
+ *		preloaded and the commit wait is on.  It starts when the server
+ *		leaves recovery (at once on a primary), and again a second after it
+ *		exits.
+ */
+void
+rg_waker_register(void)
+{
+	BackgroundWorker worker = {0};
+
+	if (rg_commit_wait_ms <= 0)
+		return;
+	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
+	worker.bgw_restart_time = 1;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "replica_gate");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "rg_waker_main");
+	snprintf(worker.bgw_name, BGW_MAXLEN, "replica_gate lease waker");
+	snprintf(worker.bgw_type, BGW_MAXLEN, "replica_gate lease waker");
+	RegisterBackgroundWorker(&worker);
+}
