@@ -12,12 +12,17 @@ replica_gate.require_lsn, require_lsn(), wait_for_lsn(), caught_up()),
 strong (the session mode), and on a staleness bound (require_fresh).  A
 token read on a schema change, and every strong read, also reads across the
 changes: the highest child's row through "parent" and version_fn() (which
-psycopg prepares after five runs: a plan made before the change).  Each read
-records when it began and ended, the gate's outcome and what it saw.  Every
-server has replica_gate.commit_wait = COMMIT_WAIT_MS (any may become the
-primary): a paying commit waits, at most that long, for the standbys that
-hold a lease, and a standby whose newest answer of the primary granted it a
-lease and is younger serves strong reads without asking it ("locally").
+psycopg prepares after five runs: a plan made before the change).  And
+PRIMARY_READERS sessions of the mode 'strong' on whichever server is the
+primary (connecting again after a failover or a switchover) read what the
+strong readers of the standbys read: such a read may see a paying commit
+not yet acknowledged, and must return only once it is released, as its
+acknowledgement would be.  Each read records when it began and ended, the
+gate's outcome and what it saw.  Every server has replica_gate.commit_wait
+= COMMIT_WAIT_MS (any may become the primary): a paying commit waits, at
+most that long, for the standbys that hold a lease, and a standby whose
+newest answer of the primary granted it a lease and is younger serves
+strong reads without asking it ("locally").
 
 A nemesis, driven by the seed, injects at random moments: a lossy failover
 (the primary's standbys cut off from it, the writers committing for 1 to
@@ -54,10 +59,15 @@ reads on the holder right after it, then the others follow the new primary
 and the old one is rewound).  A build that forgets the holder's lease, or
 whose new primary does not wait W for the leases of the old one,
 acknowledges that commit at once, and the holder serves the read without
-it.  The first fault from each moment of DUE on is of its kind, unless one
-came before: a receivewal, a partition, a takeover, a clock, a reconnect,
-a failover (from FIRST_FAILOVER s), a switchover.  Readers keep gating on
-the writes around the latest failover's cut, the lost ones among them.
+it.  Between the commit and those reads, once the commit is visible on the
+primary and while it waits, a strong read there (a primary reader's, kept
+with the nemesis's "by"): a build whose strong read on the primary does
+not wait returns it before the commit is released, and the reads on the
+holder after it miss what it saw.  The first fault from each moment of
+DUE on is of its kind, unless one came before: a receivewal, a partition,
+a takeover, a clock, a reconnect, a failover (from FIRST_FAILOVER s), a
+switchover.  Readers keep gating on the writes around the latest
+failover's cut, the lost ones among them.
 
 The checker reads the whole history; a violation is
   missed     a gate on a token passed and the read lacked that write, which
@@ -68,6 +78,14 @@ The checker reads the whole history; a violation is
              survived;
   strong     a strong read missed a write acknowledged before it began,
              unless that write was lost;
+  primary-seen  a strong read (on any server) missed a write that a strong
+             read on the primary had seen and returned before it began
+             (rows or schema change; for one not also acknowledged before
+             it began: else "strong" or "schema"), unless that write was
+             lost (what such a read saw on a primary that was then lost is
+             not owed: the highest write of its writer, or schema change of
+             its kind, at or below what it saw that is in the final primary
+             is);
   schema     a strong read missed a schema change acknowledged before it
              began, or a gate on a schema change's token passed and the
              read missed that change; unless the change was lost;
@@ -85,11 +103,16 @@ The checker reads the whole history; a violation is
   crash      a server log says "terminated by signal" (the nemesis kills
              only postmasters, alone or first, which log nothing);
   waiters    replica_gate.waiters() not back to 0 on a node at the end.
-It prints a one-screen summary (with the strong-read gates each server
-served locally, from replica_gate.stats over its lives; each holder change
-and switchover: when its commit began in the holder's lease, how long it
-waited, what the strong reads on the holder after it returned; the
-violations by the fault during which they began), writes history.jsonl
+It prints a one-screen summary (with the strong reads on the primary: how
+many saw a write acknowledged only after they began, which they had to
+wait for, and how long they took, and how many saw one not yet
+acknowledged when they returned, the case "primary-seen" exists for; the
+strong-read gates each server served locally, from replica_gate.stats
+over its lives; each holder change and switchover: when its commit began
+in the holder's lease, how long it waited, how long the strong read on the
+primary after it took and whether it returned before the commit's
+acknowledgement, what the strong reads on the holder after it returned;
+the violations by the fault during which they began), writes history.jsonl
 (the reads, the nemesis's among them), writes.jsonl (the acknowledged
 writes, lost or not), faults.jsonl (with the moments of each holder change
 and switchover: the grant, the freeze, the slot freed and taken, the
@@ -98,9 +121,11 @@ servers' logs and timeline.svg to --out, and exits 1 on any violation, and
 also when the run tested no loss: no failover lost a write, or no gate on a
 lost write began after its failover; or tested not the local path: no
 strong read served locally, a standby that streamed from the first primary
-served none, no standby at half speed; or no holder change of each kind,
-or no switchover, was effective (its commit began EFFECTIVE_MARGIN or more
-before the holder's answer expired, its slot taken by the new WAL sender).
+served none, no standby at half speed; or no strong read on the primary saw
+a write (that survived) not yet acknowledged when it returned; or no holder
+change of each kind, or no switchover, was effective (its commit began
+EFFECTIVE_MARGIN or more before the holder's answer expired, its slot
+taken by the new WAL sender).
 
 Usage (as the postgres user, with replica_gate installed in the server
 whose pg_config is PG_CONFIG or on PATH): test/chaos.py --seconds N --seed S
@@ -156,6 +181,7 @@ SCHEMA_EVERY = 0.5      # the schema writer's pace, s
 SCHEMA_WRITER = 3
 SCHEMA_READ = "SELECT (SELECT coalesce(max(n), 0) FROM parent), version_fn()"
 ROWS = "SELECT writer, max(seq) FROM h GROUP BY writer"     # what strong reads read
+PRIMARY_READERS = 2     # sessions reading strong on the primary
 
 
 def log(msg):
@@ -581,7 +607,11 @@ class Nemesis(threading.Thread):
     # lacks it, serves the read: a "strong" violation, every time the fault
     # is "effective" (its commit began EFFECTIVE_MARGIN or more before the
     # answer's window ended).  A build that keeps it makes the commit wait
-    # until the window ended: the read then asks, and times out.
+    # until the window ended: the read then asks, and times out.  Between
+    # the commit and those reads, a strong read on the primary while the
+    # commit waits (commit_seen): one that does not wait for the commit to
+    # be released returns it at once, and the holder's reads after it miss
+    # what it saw ("primary-seen").
 
     @staticmethod
     def connect(node, strong=False, **opts):
@@ -682,18 +712,58 @@ class Nemesis(threading.Thread):
         self.acks.append({"t": acked, "writer": NEMESIS_WRITER, "seq": seq, "token": token})
         return began, acked
 
-    def strong_read(self, conn, node, by):
-        """A strong read on node, as a reader's, kept in the history."""
-        entry = {"node": node.name, "form": "strong", "by": by, "t0": time.time()}
+    @staticmethod
+    def warm(conn):
+        """Read what a strong read reads through conn, once, untimed and not
+        kept: a new session plans its first read through "parent" slowly
+        (every child's relation to load), which would delay the strong read
+        on the primary of commit_seen() by 100 ms or more."""
         try:
-            saw = Reader.read_schema(conn)
-            saw.update(conn.execute(ROWS).fetchall())
-            entry.update(outcome="pass", saw={str(k): v for k, v in saw.items()})
-        except psycopg.Error as e:
-            entry.update(outcome=e.sqlstate or "connection", error=str(e).split("\n")[0][:160])
-        entry["t1"] = time.time()
-        self.history.append(entry)
-        return entry
+            Reader.read_schema(conn)
+            conn.execute(ROWS).fetchall()
+        except psycopg.Error:
+            pass
+
+    def commit_seen(self, commit, vc, ps, primary, by, rec):
+        """Begin commit(), a paying commit of the nemesis's writer (of seq
+        self.seq + 1; it returns when it began and when it was
+        acknowledged), in a thread; as soon as vc, a plain session on the
+        primary, sees its row, read strong on the primary through ps (a
+        session of the mode 'strong' there), as a strong reader of the
+        primary might while the commit waits for the holder: a build whose
+        strong read on the primary does not wait returns it before it is
+        released, and the reads on the holder after it miss what it saw
+        ("primary-seen").  Returns a function that waits for the commit
+        (for at most "timeout" s) and notes its moments in rec, or raises
+        what it raised."""
+        seq, box = self.seq + 1, {}
+
+        def run():
+            try:
+                box["times"] = commit()
+            except Exception as e:      # noqa: BLE001 - raised by done()
+                box["error"] = e
+        th = threading.Thread(target=run, daemon=True)
+        th.start()
+        self.poll(lambda: box or vc.execute(
+            "SELECT count(*) FROM h WHERE writer = %s AND seq = %s",
+            (NEMESIS_WRITER, seq)).fetchone()[0], 30, "the commit is not visible")
+        e = self.strong_read(ps, primary, by, primary=True)
+        rec["primary_read"] = {k: e[k] for k in ("node", "t0", "t1", "outcome")}
+        rec["primary_saw"] = e.get("saw", {}).get(str(NEMESIS_WRITER), 0) >= seq
+
+        def done(timeout=60):
+            th.join(timeout)
+            if th.is_alive():
+                raise RuntimeError("the commit does not return")
+            if "error" in box:
+                raise box["error"]
+            rec["commit"], rec["acked"] = box["times"]
+        return done
+
+    def strong_read(self, conn, node, by, **extra):
+        """A strong read on node, as a reader's, kept in the history."""
+        return strong_read(conn, node, self.history, by=by, **extra)
 
     def read_after(self, reader, node, by, rec, grant=None):
         """Strong reads on node right after the commit, until its answer's
@@ -791,13 +861,16 @@ class Nemesis(threading.Thread):
         taken first (fill), so the freed one is the only one free."""
         c = self.cluster
         p = c.primary
-        conns, fillers, stopped, paused, rw = [], [], [], None, None
+        conns, fillers, stopped, paused, rw, pending = [], [], [], None, None, None
         rwdir = os.path.join(c.base, "receivewal")
         try:
             pc = self.connect(p)
             conns.append(pc)
             wc = self.connect(p)
             conns.append(wc)
+            ps = self.connect(p, strong=True)
+            conns.append(ps)
+            self.warm(ps)
             direct = sorted((n for n in c.standbys() if n.upstream is p), key=lambda n: n.name)
             pids = {n.name: self.streaming(pc, n.name) for n in direct}
             direct = [n for n in direct if pids[n.name]]
@@ -878,10 +951,17 @@ class Nemesis(threading.Thread):
                 ctl.execute("SELECT pg_wal_replay_pause()")
                 paused = ctl
             rec["grants"] = [self.grant(pc, new)]
-            rec["commit"], rec["acked"] = self.commit(wc)
+            pending = self.commit_seen(lambda: self.commit(wc), pc, ps, p, kind, rec)
             self.read_after(reader, s1, kind, rec, grant=(pc, new))
+            pending, done = None, pending
+            done()
             rec["effective"] = rec["same_slot"] and self.effective(rec)
         finally:
+            if pending is not None:
+                try:
+                    pending(timeout=5)
+                except Exception:       # noqa: BLE001 - the fault failed already
+                    pass
             if rw is not None:
                 rw.terminate()
                 rw.wait()
@@ -941,7 +1021,7 @@ class Nemesis(threading.Thread):
         old = c.primary
         self.node = old.name
         rec = self.extra = {}
-        conns, qw, children, new = [], [], [], None
+        conns, qw, children, new, pending = [], [], [], None, None
         try:
             pc = self.connect(old)
             conns.append(pc)
@@ -958,6 +1038,12 @@ class Nemesis(threading.Thread):
             rec.update(holder=s.name, new=new.name)
             nc = self.connect(new)
             conns.append(nc)
+            # a plain session and a strong one on it, for once it is promoted
+            vc = self.connect(new)
+            conns.append(vc)
+            ps = self.connect(new, strong=True)
+            conns.append(ps)
+            self.warm(ps)
             ctl = self.connect(s)
             conns.append(ctl)
             reader = self.connect(s, strong=True)
@@ -998,10 +1084,18 @@ class Nemesis(threading.Thread):
                     return self.commit(nc)
                 except psycopg.errors.ReadOnlySqlTransaction:
                     return None
-            rec["commit"], rec["acked"] = self.poll(first_commit, 30, "no promotion")
+            pending = self.commit_seen(lambda: self.poll(first_commit, 30, "no promotion"),
+                                       vc, ps, new, "switchover", rec)
             self.read_after(reader, s, "switchover", rec)
+            pending, done = None, pending
+            done()
             rec["effective"] = self.effective(rec)
         finally:
+            if pending is not None:
+                try:
+                    pending(timeout=5)
+                except Exception:       # noqa: BLE001 - the fault failed already
+                    pass
             self.signal_all(qw, signal.SIGCONT)
             for x in conns:
                 x.close()
@@ -1187,6 +1281,57 @@ class Reader(threading.Thread):
             time.sleep(0.005)
 
 
+def strong_read(conn, node, history, **extra):
+    """A strong read on node through conn (a session of the mode 'strong'),
+    as a reader's: the schema, then the rows; kept in the history, with
+    "extra" (the nemesis's "by", "primary" for a read on the primary)."""
+    entry = {"node": node.name, "form": "strong", **extra, "t0": time.time()}
+    try:
+        saw = Reader.read_schema(conn)
+        saw.update(conn.execute(ROWS).fetchall())
+        entry.update(outcome="pass", saw={str(k): v for k, v in saw.items()})
+    except psycopg.Error as e:
+        entry.update(outcome=e.sqlstate or "connection", error=str(e).split("\n")[0][:160])
+    entry["t1"] = time.time()
+    history.append(entry)
+    return entry
+
+
+class PrimaryReader(threading.Thread):
+    """Reads strong on whichever server is the primary (a session of the
+    mode 'strong' there, which connects again after a failover or a
+    switchover, as the writers do), what the strong readers of the
+    standbys read; each read is kept with "primary" set.  Such a read may
+    see a paying commit not yet acknowledged, and returns only once it is
+    released: every strong read that begins after it must see what it saw
+    (the checker's "primary-seen")."""
+
+    def __init__(self, cluster, history, stop):
+        super().__init__(daemon=True)
+        self.cluster, self.history, self.stop = cluster, history, stop
+
+    def run(self):
+        conn = None
+        while not self.stop.is_set():
+            try:
+                if conn is None:
+                    node = self.cluster.primary
+                    conn = psycopg.connect(node.dsn(connect_timeout=2), autocommit=True)
+                    if conn.execute("SELECT pg_is_in_recovery()").fetchone()[0]:
+                        raise psycopg.OperationalError("not the primary")
+                    conn.execute("SET replica_gate.consistency = 'strong'")
+                if strong_read(conn, node, self.history, primary=True)["outcome"] != "pass":
+                    conn.close()
+                    conn = None
+                    time.sleep(0.1)
+            except psycopg.Error:
+                if conn is not None:
+                    conn.close()
+                conn = None
+                time.sleep(0.1)
+            time.sleep(0.005)
+
+
 def losses(acks, final, faults):
     """The acknowledged writes absent from the final primary, each with when
     the failover that lost it killed its primary (None if none followed)."""
@@ -1202,13 +1347,50 @@ def on_lost(h, lost):
     return killed is not None and h["t0"] > killed
 
 
-def check(history, acks, lost, faults, logs, waiters):
+def owed_seen(history, final):
+    """What the strong reads on the primary saw, as owed to the strong reads
+    that begin after them: per key of what a strong read sees (a writer, or
+    "child" and "function"), the ends of those reads in order, the highest
+    write seen by then that survived (the highest of that writer's, or of
+    that kind of schema change's, in the final primary at or below what the
+    read saw: a write seen on a primary that was then lost is not owed),
+    and the read that saw it."""
+    kept = defaultdict(list)
+    for w, seq in final:
+        kept[str(w)].append(seq)
+        if w == SCHEMA_WRITER:
+            kept["child" if seq % 2 else "function"].append(seq)
+    for v in kept.values():
+        v.sort()
+    seen = defaultdict(lambda: ([], [], []))
+    for h in sorted(history, key=lambda h: h["t1"]):
+        if h.get("primary") and h["outcome"] == "pass":
+            for k, v in h["saw"].items():
+                i = bisect.bisect_right(kept[k], v)
+                owed = kept[k][i - 1] if i > 0 else 0
+                ends, highest, by = seen[k]
+                if not highest or owed > highest[-1]:
+                    ends.append(h["t1"])
+                    highest.append(owed)
+                    by.append(h)
+    return seen
+
+
+def check(history, acks, lost, faults, logs, waiters, final):
     """The violations in a history, each with the lines that show it, and
     the fresh reads on a slowed standby, not checked: (passes, how many of
     them lacked a write)."""
     violations = []
     unchecked = [0, 0]
     writers = sorted({a["writer"] for a in acks})
+    seen = owed_seen(history, final)
+
+    def seen_before(t, k):
+        """The highest surviving write of key k seen by a strong read on the
+        primary that ended before t, and that read (None if none)."""
+        ends, highest, by = seen[k] if k in seen else ([], [], [])
+        i = bisect.bisect_left(ends, t)
+        return (highest[i - 1], by[i - 1]) if i > 0 else (0, None)
 
     # per writer and per kind of schema change: the times of its surviving
     # acknowledgements, in order, and the highest seq acknowledged up to each
@@ -1264,6 +1446,7 @@ def check(history, acks, lost, faults, logs, waiters):
                 needs += [("child", "schema"), ("function", "schema")]
             exempt = kind == "fresh" and during(h, slowed)
             unchecked[0] += exempt
+            missed = False
             for k, what in needs:
                 need = acked_before(h["t0"] - limit, k)
                 if h["saw"].get(str(k), 0) < need:
@@ -1271,6 +1454,15 @@ def check(history, acks, lost, faults, logs, waiters):
                         unchecked[1] += 1
                     else:
                         violations.append((what, dict(h, expected={str(k): need})))
+                    missed = True
+                    break
+            # what a strong read on the primary saw before it began
+            for k in sorted(seen) if kind == "strong" and not missed else ():
+                need, by = seen_before(h["t0"], k)
+                if h["saw"].get(k, 0) < need:
+                    violations.append(("primary-seen", dict(
+                        h, expected={k: need},
+                        seen_by={x: by[x] for x in ("node", "t0", "t1", "by") if x in by})))
                     break
     for f in faults:
         if f["kind"] == "clock" and f.get("served") and f["served"][1] > 0:
@@ -1281,6 +1473,44 @@ def check(history, acks, lost, faults, logs, waiters):
         if n != 0:
             violations.append(("waiters", {"node": name, "waiters": n}))
     return violations, unchecked
+
+
+def primary_reads(history, acks, final):
+    """The strong reads on the primary: how many, how many saw a surviving
+    write acknowledged only after they began (they had to wait for it),
+    and how many saw one not yet acknowledged when they returned (the case
+    "primary-seen" exists for: a strong read that begins between the two
+    owes that write to the read on the primary alone); with a line to
+    print."""
+    acked = {(a["writer"], a["seq"]): a["t"] for a in acks}
+    reads = [e for e in history if e.get("primary")]
+    passed = [e for e in reads if e["outcome"] == "pass"]
+    began, unacked, lead = [], [], []
+    for e in passed:
+        # the newest write of each writer it saw (a writer's commits are
+        # visible in order), if acknowledged and not lost
+        times = [acked[(int(k), v)] for k, v in e["saw"].items()
+                 if k.isdigit() and (int(k), v) in final and (int(k), v) in acked]
+        if any(t > e["t0"] for t in times):
+            began.append(e)
+        if any(t > e["t1"] for t in times):
+            unacked.append(e)
+            lead.append(max(times) - e["t1"])
+
+    def ms(es):
+        d = sorted((e["t1"] - e["t0"]) * 1000 for e in es)
+        return f"median {d[len(d) // 2]:.1f} ms, max {d[-1]:.0f} ms" if d else "none"
+    waited = {id(e) for e in began}
+    others = [e for e in passed if id(e) not in waited]
+    line = (f"strong reads on the primary: {len(reads)}, {len(passed)} passed "
+            f"({sum('by' in e for e in passed)} of them the nemesis's, after its commits);"
+            f" {len(began)} saw a write acknowledged only after they began ({ms(began)};"
+            f" the others {ms(others)}); {len(unacked)} saw one not yet acknowledged when"
+            f" they returned ({sum('by' in e for e in unacked)} of them the nemesis's"
+            + (f"; returned up to {max(lead) * 1000:.1f} ms, median "
+               f"{sorted(lead)[len(lead) // 2] * 1000:.2f} ms, before it" if lead else "")
+            + ")")
+    return {"reads": reads, "began": began, "unacked": unacked, "line": line}
 
 
 def counts(tally):
@@ -1340,6 +1570,7 @@ def main():
         threads.append(SchemaWriter(cluster, acks, changes, stop))
         threads += [Reader(n, random.Random(rng.random()), acks, changes, history, faults, stop)
                     for n in cluster.standbys() for _ in range(2)]
+        threads += [PrimaryReader(cluster, history, stop) for _ in range(PRIMARY_READERS)]
         start = time.time()
         for t in threads:
             t.start()
@@ -1374,7 +1605,7 @@ def main():
             shutil.copy(n.logfile, out)
 
     lost = losses(acks, final, faults)
-    violations, unchecked = check(history, acks, lost, faults, crash, waiters)
+    violations, unchecked = check(history, acks, lost, faults, crash, waiters, final)
     with open(os.path.join(out, "history.jsonl"), "w") as f:
         for e in sorted(history, key=lambda e: e["t0"]):
             f.write(json.dumps(e) + "\n")
@@ -1386,7 +1617,7 @@ def main():
             f.write(json.dumps(e) + "\n")
     svg(os.path.join(out, "timeline.svg"), start, history, faults, args.seconds)
 
-    ops = Counter((e["form"], e["outcome"]) for e in history)
+    ops = Counter(("primary" if e.get("primary") else e["form"], e["outcome"]) for e in history)
     failovers = sum(f["kind"] == "failover" for f in faults)
     lossy = {t for t in lost.values() if t in {f["killed"] for f in faults
                                                   if f["kind"] == "failover"}}
@@ -1396,9 +1627,11 @@ def main():
           f"{len(acks)} writes acknowledged ({len(changes)} schema changes), "
           f"{len(lost)} lost in {len(lossy)} of {failovers} failovers")
     print("operations (form: outcome count):")
-    for form in FORMS:
+    for form in FORMS + ["primary"]:
         print(f"  {form:10s} " + counts({o: c for (fm, o), c in ops.items() if fm == form}))
     print("token gates on a schema change: " + counts(on_schema))
+    seen_early = primary_reads(history, acks, final)
+    print(seen_early["line"])
     print(f"gates on a lost write after its failover: {len(after)}, on "
           f"{len({(e['target']['writer'], e['target']['seq']) for e in after})} writes: "
           + counts(Counter(e["outcome"] for e in after)))
@@ -1429,6 +1662,13 @@ def main():
               f"{(f['commit'] - f['granted']) * 1000:.0f} ms, acknowledged after "
               f"{(f['acked'] - f['commit']) * 1000:.0f} ms; reads on {f['holder']} after it: "
               f"{f['reads']} ({f['reads_in_window']} in the window)"
+              + (f"; strong read on the primary before them: {pr['outcome']} in "
+                 f"{(pr['t1'] - pr['t0']) * 1000:.0f} ms, "
+                 + ("saw the commit" if f.get("primary_saw") else "did not see the commit")
+                 + ", returned " + (lambda d: f"{d:.1f} ms before" if d > 0 else
+                                    f"{-d:.1f} ms after")((f["acked"] - pr["t1"]) * 1000)
+                 + " its acknowledgement"
+                 if (pr := f.get("primary_read")) else "")
               + ("" if f.get("effective") else " [not effective]")
               + (f" [{f['tries']} tries]" if f.get("tries", 1) > 1 else ""))
     switched = sum(t is not None and t not in {f["killed"] for f in faults
@@ -1457,6 +1697,9 @@ def main():
     untested = [what for what, tested in [("no failover lost a write", lossy),
                                           ("no gate on a lost write after its failover", after),
                                           ("no strong read served locally", local),
+                                          ("no strong read on the primary saw a write not yet"
+                                           " acknowledged when it returned",
+                                           seen_early["unacked"]),
                                           ("no standby ran at half speed", clocks)]
                 if not tested]
     # every standby that streamed from the first primary served some locally,
