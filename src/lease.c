@@ -26,13 +26,20 @@
  * once its predecessor's callback ran.  A crash of any process makes the
  * postmaster reinitialize shared memory: the table is lost, as below.
  *
+ * Locks: the table's mutex may be held while a WAL sender slot's mutex is
+ * taken (to read its pid and apply position with the lease), never the
+ * other way round.
+ *
  * Who may have one (g1).  Only the standby a WAL sender streams to: the
  * caller must be connected as the role the WAL sender authenticated as,
  * from the same client address (any Unix socket counts as this host), as
  * the standby's question worker is, with primary_conninfo's user.  A
  * physical WAL sender notes both when it authenticates (before it takes a
  * slot: at most max_wal_senders of them exist, each holding one of the
- * PGPROCs kept for WAL senders).  Anyone else may call grant_lease(),
+ * PGPROCs kept for WAL senders), with a serial number.  A session that
+ * obtained a lease for a pid obtains none for another process given that
+ * pid (the standby's question names its WAL sender by the pid it
+ * identified, which may be stale).  Anyone else may call grant_lease(),
  * which gives the position as primary_token() does, and gets no lease.
  *
  * Standbys that would make commits wait for nothing get no lease.  A
@@ -107,6 +114,7 @@ typedef struct RgLease
 typedef struct RgLeaseSender
 {
 	pid_t		pid;
+	uint64		serial;			/* which process of that pid */
 	char		user[NAMEDATALEN];
 	SockAddr	addr;
 } RgLeaseSender;
@@ -122,6 +130,7 @@ typedef struct RgLeaseShared
 	pg_atomic_uint64 abandoned;	/* until then a commit never acknowledged
 								 * may be pending (its session ended) */
 	int			nactive;		/* slots listed in rg_lease_active */
+	uint64		serials;		/* WAL senders noted so far */
 	RgLease		leases[FLEXIBLE_ARRAY_MEMBER];	/* one per WAL sender slot,
 												 * then max_wal_senders
 												 * RgLeaseSender, then as many
@@ -139,6 +148,14 @@ static RgLeaseSender *rg_lease_senders = NULL;
 static int *rg_lease_active = NULL;
 
 static ClientAuthentication_hook_type rg_lease_prev_auth = NULL;
+
+/*
+ * In a session that asks for leases (a standby's question): the WAL sender
+ * it obtained one for last, by pid and by the serial its process got when
+ * it authenticated.
+ */
+static pid_t rg_lease_asker_pid = 0;
+static uint64 rg_lease_asker_serial = 0;
 
 /* Where the table's arrays of senders and of active slots begin. */
 static Size
@@ -217,21 +234,41 @@ rg_lease_same_host(const SockAddr *a, const SockAddr *b)
 
 /*
  * rg_lease_asked_by_standby
- *		g1: is WAL sender "pid" live (its exit callback has not run) and was
- *		this session authenticated as its role, from its host?  Mutex held.
+ *		g1: may this session obtain a lease for WAL sender "pid" in "slot"?
+ *		Mutex held, in the critical section that records the lease.  The
+ *		WAL sender must be live (noted, its exit callback not run) and
+ *		still in that slot; this session authenticated as its role, from
+ *		its host; and, if this session obtained a lease for that pid
+ *		before, it must be the same process: a standby's question names
+ *		its WAL sender by the pid it identified, and that WAL sender may
+ *		have exited, and the kernel given its pid to another's, before the
+ *		standby noticed (its question connection opens again with each new
+ *		WAL receiver, with none of this state).
  */
 static bool
-rg_lease_asked_by_standby(pid_t pid)
+rg_lease_asked_by_standby(pid_t pid, int slot)
 {
-	for (int i = 0; i < max_wal_senders; i++)
-	{
-		RgLeaseSender *sender = &rg_lease_senders[i];
+	WalSnd	   *walsnd = &WalSndCtl->walsnds[slot];
+	RgLeaseSender *sender = NULL;
+	bool		streams;
 
-		if (sender->pid == pid)
-			return strcmp(sender->user, MyProcPort->user_name) == 0 &&
-				rg_lease_same_host(&sender->addr, &MyProcPort->raddr);
+	for (int i = 0; i < max_wal_senders && sender == NULL; i++)
+		if (rg_lease_senders[i].pid == pid)
+			sender = &rg_lease_senders[i];
+	if (sender == NULL ||
+		strcmp(sender->user, MyProcPort->user_name) != 0 ||
+		!rg_lease_same_host(&sender->addr, &MyProcPort->raddr) ||
+		(rg_lease_asker_pid == pid && rg_lease_asker_serial != sender->serial))
+		return false;
+	SpinLockAcquire(&walsnd->mutex);
+	streams = (walsnd->pid == pid);
+	SpinLockRelease(&walsnd->mutex);
+	if (streams)
+	{
+		rg_lease_asker_pid = pid;
+		rg_lease_asker_serial = sender->serial;
 	}
-	return false;
+	return streams;
 }
 
 /*
@@ -267,36 +304,33 @@ rg_lease_retire(RgLease *lease, XLogRecPtr applied, int64 now)
 /*
  * rg_lease_sender_exit
  *		x1, in a physical WAL sender that exits, before it leaves its slot:
- *		no lease is granted to it from now on, and its live lease, if any,
- *		is retired with the apply position it last reported.
+ *		no lease is granted to it from now on, then its live lease, if any,
+ *		is retired with the apply position it last reported, in one
+ *		critical section (a grant in between would record a lease for a
+ *		WAL sender that retires nothing).
  */
 static void
 rg_lease_sender_exit(int code, Datum arg)
 {
-	int			slot = -1;
-	XLogRecPtr	applied = InvalidXLogRecPtr;
-
 	SpinLockAcquire(&rg_lease->mutex);
 	for (int i = 0; i < max_wal_senders; i++)
 	{
 		if (rg_lease_senders[i].pid == MyProcPid)
 			rg_lease_senders[i].pid = 0;
-		if (rg_lease->leases[i].pid == MyProcPid)
-			slot = i;
 	}
-	SpinLockRelease(&rg_lease->mutex);
-	if (slot < 0)
-		return;
+	for (int i = 0; i < max_wal_senders; i++)
+	{
+		WalSnd	   *walsnd = &WalSndCtl->walsnds[i];
+		XLogRecPtr	applied = InvalidXLogRecPtr;
 
-	SpinLockAcquire(&WalSndCtl->walsnds[slot].mutex);
-	if (WalSndCtl->walsnds[slot].pid == MyProcPid)
-		applied = WalSndCtl->walsnds[slot].apply;
-	SpinLockRelease(&WalSndCtl->walsnds[slot].mutex);
-
-	/* no grant names us any more: the lease is still ours */
-	SpinLockAcquire(&rg_lease->mutex);
-	if (rg_lease->leases[slot].pid == MyProcPid)
-		rg_lease_retire(&rg_lease->leases[slot], applied, rg_clock_us());
+		if (rg_lease->leases[i].pid != MyProcPid)
+			continue;
+		SpinLockAcquire(&walsnd->mutex);
+		if (walsnd->pid == MyProcPid)
+			applied = walsnd->apply;
+		SpinLockRelease(&walsnd->mutex);
+		rg_lease_retire(&rg_lease->leases[i], applied, rg_clock_us());
+	}
 	SpinLockRelease(&rg_lease->mutex);
 }
 
@@ -324,6 +358,7 @@ rg_lease_authenticated(Port *port, int status)
 		if (sender->pid == 0)
 		{
 			sender->pid = MyProcPid;
+			sender->serial = ++rg_lease->serials;
 			strlcpy(sender->user, port->user_name, NAMEDATALEN);
 			sender->addr = port->raddr;
 			break;
@@ -390,8 +425,7 @@ rg_lease_grant(pid_t pid, int64 wait_us)
 		(slot = rg_lease_sender(pid, &apply)) < 0)
 		return false;
 	SpinLockAcquire(&rg_lease->mutex);
-	/* live under the mutex: its exit callback has not run, the slot is its */
-	if (rg_lease_asked_by_standby(pid))
+	if (rg_lease_asked_by_standby(pid, slot))
 	{
 		now = rg_clock_us();
 		lease = &rg_lease->leases[slot];
@@ -531,10 +565,13 @@ rg_lease_view_create(void)
  * rg_lease_look
  *		Copy into "view" what a commit's release depends on: the table's
  *		times, and each active slot's lease and gone lease with the apply
- *		position its WAL sender reported (one lock of the table, then one
- *		of each such WAL sender).  Slots whose leases all expired over W
- *		ago ("wait_us") leave the active list: every commit that became
- *		visible while they were live has been released since.
+ *		position its WAL sender reported, read in one critical section of
+ *		the table: a WAL sender that exits retires its lease in one (x1)
+ *		before it leaves its slot, so a slot's WAL sender that has the
+ *		lease's pid is the process the lease was granted to, not a later
+ *		one that the kernel gave that pid.  Slots whose leases all expired
+ *		over W ago ("wait_us") leave the active list: every commit that
+ *		became visible while they were live has been released since.
  *
  * The barrier orders what follows after the commit became visible (or
  * the snapshot was taken), as the grant records its lease before it reads
@@ -567,21 +604,16 @@ rg_lease_look(RgLeaseView *view, int64 wait_us, int64 now)
 		holder->expires = lease->expires;
 		holder->gone_expires = lease->gone_expires;
 		holder->gone_applied = lease->gone_applied;
+		SpinLockAcquire(&WalSndCtl->walsnds[slot].mutex);
+		holder->reporting = holder->pid != 0 &&
+			WalSndCtl->walsnds[slot].pid == holder->pid;
+		holder->applied = holder->reporting ?
+			WalSndCtl->walsnds[slot].apply : InvalidXLogRecPtr;
+		SpinLockRelease(&WalSndCtl->walsnds[slot].mutex);
 		view->n++;
 		i++;
 	}
 	SpinLockRelease(&rg_lease->mutex);
-
-	for (int i = 0; i < view->n; i++)
-	{
-		RgLeaseHolder *holder = &view->holders[i];
-		WalSnd	   *walsnd = &WalSndCtl->walsnds[holder->slot];
-
-		SpinLockAcquire(&walsnd->mutex);
-		holder->reporting = holder->pid != 0 && walsnd->pid == holder->pid;
-		holder->applied = holder->reporting ? walsnd->apply : InvalidXLogRecPtr;
-		SpinLockRelease(&walsnd->mutex);
-	}
 }
 
 /*

@@ -20,13 +20,16 @@
  * expiry instead.
  *
  * Each backend owns the slot indexed by its PGPROC number.  A waiter
- * fills it, then marks it linked; the waker unlinks it (compare and
- * exchange, as the waiter does when it leaves) before setting its latch.
- * The waker is only a hint: a woken waiter looks at the table itself,
- * and one whose slot the waker read while it was being rewritten is woken
- * for nothing, or a look later.  Where no waker runs (not preloaded, not
- * started yet, or gone) rg_waker_link() says so and the waiter polls on
- * its own.
+ * fills it, then marks it linked, under a number of its own that each
+ * link raises; the waker, having read the slot and found its state
+ * unchanged after, marks it released (compare and exchange of the number
+ * and the mark together, so that a slot filled anew meanwhile is left
+ * alone) and sets its latch.  The waker's verdict stands for the waiter's
+ * own: both evaluate one look at the table against the same three values.
+ * A look that finds the table as the last one did (no report, no grant)
+ * while no waiter came and no expiry passed evaluates nobody.  Where no
+ * waker runs (not preloaded, not started yet, or gone) rg_waker_link()
+ * says so and the waiter looks on its own.
  *
  *-------------------------------------------------------------------------
  */
@@ -51,13 +54,21 @@
 /* How often the waker looks while a waiter depends on a report. */
 #define RG_WAKER_POLL_US	100
 
+/* A slot's state: its link's number, shifted, and one of these marks. */
+#define RG_WAITER_FREE		0
+#define RG_WAITER_LINKED	1
+#define RG_WAITER_RELEASED	2
+#define RG_WAITER_MARK		3
+#define RG_WAITER_STATE(number, mark) (((uint64) (number) << 2) | (mark))
+
 /* One slot per PGPROC that can run SQL. */
 typedef struct RgWaiter
 {
 	XLogRecPtr	lsn;			/* what must be applied... */
 	int64		visible;		/* ...by the leases live then... */
 	int64		until;			/* ...at most until then */
-	pg_atomic_uint32 linked;	/* 1 while it waits to be woken */
+	uint64		number;			/* its last link's (written by its backend) */
+	pg_atomic_uint64 state;
 } RgWaiter;
 
 typedef struct RgWakerShared
@@ -65,6 +76,7 @@ typedef struct RgWakerShared
 	slock_t		mutex;
 	Latch	   *waker_latch;	/* NULL while no waker runs */
 	pg_atomic_uint32 nwaiters;	/* linked slots */
+	pg_atomic_uint32 links;		/* links made so far */
 	int			nslots;
 	RgWaiter	slots[FLEXIBLE_ARRAY_MEMBER];
 } RgWakerShared;
@@ -100,9 +112,13 @@ rg_waker_shmem_init(void)
 	SpinLockInit(&rg_waker->mutex);
 	rg_waker->waker_latch = NULL;
 	pg_atomic_init_u32(&rg_waker->nwaiters, 0);
+	pg_atomic_init_u32(&rg_waker->links, 0);
 	rg_waker->nslots = RG_MAX_BACKENDS();
 	for (int i = 0; i < rg_waker->nslots; i++)
-		pg_atomic_init_u32(&rg_waker->slots[i].linked, 0);
+	{
+		rg_waker->slots[i].number = 0;
+		pg_atomic_init_u64(&rg_waker->slots[i].state, RG_WAITER_FREE);
+	}
 }
 
 /* This backend's slot, or NULL when there is no registry or no slot. */
@@ -115,16 +131,44 @@ rg_waker_my_slot(void)
 	return &rg_waker->slots[RG_MY_PROCNO];
 }
 
-/* Take a slot out of the registry, unless someone else did. */
+/*
+ * rg_waker_mark
+ *		Move a slot from "state" to "mark", keeping its number, unless its
+ *		state changed meanwhile.  A slot that leaves the linked state
+ *		leaves the count of waiters.
+ */
 static bool
-rg_waker_take(RgWaiter *slot)
+rg_waker_mark(RgWaiter *slot, uint64 state, uint64 mark)
 {
-	uint32		linked = 1;
+	uint64		expected = state;
 
-	if (!pg_atomic_compare_exchange_u32(&slot->linked, &linked, 0))
+	if (!pg_atomic_compare_exchange_u64(&slot->state, &expected,
+										(state & ~(uint64) RG_WAITER_MARK) | mark))
 		return false;
-	(void) pg_atomic_fetch_sub_u32(&rg_waker->nwaiters, 1);
+	if ((state & RG_WAITER_MARK) == RG_WAITER_LINKED)
+		(void) pg_atomic_fetch_sub_u32(&rg_waker->nwaiters, 1);
 	return true;
+}
+
+/*
+ * rg_waker_unlink
+ *		Leave the registry, whatever the waker did.  Safe at any time; must
+ *		not throw.
+ */
+void
+rg_waker_unlink(void)
+{
+	RgWaiter   *slot = rg_waker_my_slot();
+	uint64		state;
+
+	if (slot == NULL)
+		return;
+	state = pg_atomic_read_u64(&slot->state);
+	if ((state & RG_WAITER_MARK) == RG_WAITER_LINKED &&
+		!rg_waker_mark(slot, state, RG_WAITER_FREE))
+		state = pg_atomic_read_u64(&slot->state);	/* released meanwhile */
+	if ((state & RG_WAITER_MARK) == RG_WAITER_RELEASED)
+		pg_atomic_write_u64(&slot->state, RG_WAITER_FREE);
 }
 
 /*
@@ -132,14 +176,16 @@ rg_waker_take(RgWaiter *slot)
  *		Wait to be woken when what a commit ending at "lsn", visible at
  *		"visible", waits for is released (at the latest at "until", which
  *		the caller's own timeout covers).  False when no waker runs: the
- *		caller must look on its own.  The caller looks at the table after
- *		this returns, so a release in between is not missed.
+ *		caller must look on its own.  A link for the same three values is
+ *		kept.  The caller looks at the table after this returns, so that a
+ *		release in between is not missed.
  */
 bool
 rg_waker_link(XLogRecPtr lsn, int64 visible, int64 until)
 {
 	RgWaiter   *slot = rg_waker_my_slot();
 	Latch	   *waker;
+	uint64		state;
 
 	if (slot == NULL)
 		return false;
@@ -148,16 +194,20 @@ rg_waker_link(XLogRecPtr lsn, int64 visible, int64 until)
 	SpinLockRelease(&rg_waker->mutex);
 	if (waker == NULL)
 		return false;
-	if (pg_atomic_read_u32(&slot->linked) == 0 || slot->lsn != lsn ||
+	state = pg_atomic_read_u64(&slot->state);
+	if ((state & RG_WAITER_MARK) != RG_WAITER_LINKED || slot->lsn != lsn ||
 		slot->visible != visible || slot->until != until)
 	{
-		(void) rg_waker_take(slot);
+		rg_waker_unlink();
 		slot->lsn = lsn;
 		slot->visible = visible;
 		slot->until = until;
-		pg_write_barrier();
-		pg_atomic_write_u32(&slot->linked, 1);
+		slot->number++;
 		(void) pg_atomic_fetch_add_u32(&rg_waker->nwaiters, 1);
+		(void) pg_atomic_fetch_add_u32(&rg_waker->links, 1);
+		/* the values before the state: the add above is a full barrier */
+		pg_atomic_write_u64(&slot->state,
+							RG_WAITER_STATE(slot->number, RG_WAITER_LINKED));
 	}
 	/* it may be asleep until an expiry: this waiter may need a report */
 	SetLatch(waker);
@@ -165,54 +215,62 @@ rg_waker_link(XLogRecPtr lsn, int64 visible, int64 until)
 }
 
 /*
- * rg_waker_unlink
- *		Leave the registry, if the waker has not taken us out.  Safe at any
- *		time; must not throw.
+ * rg_waker_released
+ *		Has the waker found this backend's link released?  Then the slot is
+ *		free again.
  */
-void
-rg_waker_unlink(void)
+bool
+rg_waker_released(void)
 {
 	RgWaiter   *slot = rg_waker_my_slot();
 
-	if (slot != NULL)
-		(void) rg_waker_take(slot);
+	if (slot == NULL ||
+		pg_atomic_read_u64(&slot->state) !=
+		RG_WAITER_STATE(slot->number, RG_WAITER_RELEASED))
+		return false;
+	pg_atomic_write_u64(&slot->state, RG_WAITER_FREE);
+	return true;
 }
 
 /*
  * rg_waker_wake
- *		One look: wake every waiter that the table releases now.  Returns
- *		whether one still waits, with *next (when an expiry may release
- *		one) and *reporting (whether one waits for a WAL sender that could
- *		report).
+ *		Evaluate every linked waiter against the look "view" taken at "now",
+ *		and wake each one released.  Returns whether one still waits, with
+ *		*next (when an expiry may release one) and *reporting (whether one
+ *		waits for a WAL sender that could report).
  */
 static bool
-rg_waker_wake(RgLeaseView *view, int64 wait_us, int64 *next, bool *reporting)
+rg_waker_wake(const RgLeaseView *view, int64 wait_us, int64 now,
+			  int64 *next, bool *reporting)
 {
-	int64		now = rg_clock_us();
 	bool		waiting = false;
 
 	*next = PG_INT64_MAX;
 	*reporting = false;
-	rg_lease_look(view, wait_us, now);
 	for (int i = 0; i < rg_waker->nslots; i++)
 	{
 		RgWaiter   *slot = &rg_waker->slots[i];
+		uint64		state = pg_atomic_read_u64(&slot->state);
 		XLogRecPtr	lsn;
 		int64		visible;
 		int64		until;
 		int64		its_next;
 		bool		its_reporting;
 
-		if (pg_atomic_read_u32(&slot->linked) == 0)
+		if ((state & RG_WAITER_MARK) != RG_WAITER_LINKED)
 			continue;
 		pg_read_barrier();
 		lsn = slot->lsn;
 		visible = slot->visible;
 		until = slot->until;
+		/* read in one piece: the same link before and after */
+		pg_read_barrier();
+		if (pg_atomic_read_u64(&slot->state) != state)
+			continue;
 		if (rg_lease_view_released(view, lsn, visible, until, wait_us, now,
 								   &its_next, &its_reporting))
 		{
-			if (rg_waker_take(slot))
+			if (rg_waker_mark(slot, state, RG_WAITER_RELEASED))
 				SetLatch(&GetPGProcByNumber(i)->procLatch);
 			continue;
 		}
@@ -221,6 +279,15 @@ rg_waker_wake(RgLeaseView *view, int64 wait_us, int64 *next, bool *reporting)
 		*reporting |= its_reporting;
 	}
 	return waiting;
+}
+
+/* Did two looks at the lease table find the same? */
+static bool
+rg_waker_same_look(const RgLeaseView *a, const RgLeaseView *b)
+{
+	return a->primary_since == b->primary_since &&
+		a->last_expiry == b->last_expiry && a->n == b->n &&
+		memcmp(a->holders, b->holders, a->n * sizeof(RgLeaseHolder)) == 0;
 }
 
 /*
@@ -235,7 +302,7 @@ rg_waker_exit(int code, Datum arg)
 	rg_waker->waker_latch = NULL;
 	SpinLockRelease(&rg_waker->mutex);
 	for (int i = 0; i < rg_waker->nslots; i++)
-		if (rg_waker_take(&rg_waker->slots[i]))
+		if (pg_atomic_read_u64(&rg_waker->slots[i].state) & RG_WAITER_LINKED)
 			SetLatch(&GetPGProcByNumber(i)->procLatch);
 }
 
@@ -249,6 +316,10 @@ rg_waker_main(Datum arg)
 {
 	int64		wait_us = rg_commit_wait_ms * (int64) 1000;
 	RgLeaseView *view;
+	RgLeaseView *last;
+	uint32		links = 0;
+	int64		next = 0;
+	bool		reporting = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
 	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
@@ -256,6 +327,7 @@ rg_waker_main(Datum arg)
 	/* No database: connecting only makes us visible in pg_stat_activity. */
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	view = rg_lease_view_create();
+	last = rg_lease_view_create();
 
 	SpinLockAcquire(&rg_waker->mutex);
 	if (rg_waker->waker_latch != NULL)
@@ -271,8 +343,9 @@ rg_waker_main(Datum arg)
 
 	for (;;)
 	{
-		int64		next;
-		bool		reporting;
+		int64		now;
+		uint32		links_now;
+		RgLeaseView *swap;
 
 		ResetLatch(MyLatch);
 		CHECK_FOR_INTERRUPTS();
@@ -289,10 +362,24 @@ rg_waker_main(Datum arg)
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1,
 							 RG_WAIT_EVENT(rg_waker_idle_event,
 										   "ReplicaGateLeaseWakerIdle"));
+			last->n = -1;		/* the next look evaluates */
 			continue;
 		}
-		if (!rg_waker_wake(view, wait_us, &next, &reporting))
-			continue;
+
+		/* links first: a waiter linked after this read is evaluated next time */
+		links_now = pg_atomic_read_u32(&rg_waker->links);
+		pg_read_barrier();
+		now = rg_clock_us();
+		rg_lease_look(view, wait_us, now);
+		if (links_now != links || now >= next || !rg_waker_same_look(view, last))
+		{
+			if (!rg_waker_wake(view, wait_us, now, &next, &reporting))
+				continue;
+			links = links_now;
+			swap = last;
+			last = view;
+			view = swap;
+		}
 		if (reporting)
 		{
 			/* a report may come at any moment: look again soon */
