@@ -59,6 +59,7 @@
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/resowner.h"
+#include "utils/timestamp.h"
 
 #include "commit_wait.h"
 #include "lease.h"
@@ -117,15 +118,19 @@ rg_commit_clock(PG_FUNCTION_ARGS)
 }
 
 /*
- * grant_lease(sender_pid integer) returns (token text, commit_clock bigint,
- * granted boolean): a standby's question.  Grants the WAL sender
- * "sender_pid" a lease of replica_gate.commit_wait if the caller is the
- * standby it streams to and that standby may have one (lease.c), and only
- * then reads the primary's position (g4): a paying commit that becomes
- * visible after the lease was recorded waits for it; one visible before is
- * covered by the position.  With the position, the clock of the commit
- * wait, for the standby's check of the clocks (proof.c).  Anyone else gets
- * the position, as from primary_token(), and no lease.
+ * grant_lease(sender_pid integer, sender_start timestamptz) returns (token
+ * text, commit_clock bigint, granted boolean): a standby's question.
+ * Grants the WAL sender process "sender_pid" started at "sender_start" (as
+ * the standby identified it: upstream.c) a lease of
+ * replica_gate.commit_wait if the caller is the standby it streams to and
+ * that standby may have one (lease.c), and only then reads the primary's
+ * position (g4): a paying commit that becomes visible after the lease was
+ * recorded waits for it; one visible before is covered by the position.
+ * With the position, the clock of the commit wait, for the standby's check
+ * of the clocks (proof.c).  Anyone else gets the position, as from
+ * primary_token(), and no lease.  grant_lease(sender_pid) of 0.6.0, which
+ * the question of a standby whose library predates 0.7.0 calls, names no
+ * process: it grants nothing (such a standby asks for every strong read).
  */
 Datum
 rg_grant_lease(PG_FUNCTION_ARGS)
@@ -142,8 +147,9 @@ rg_grant_lease(PG_FUNCTION_ARGS)
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("leases are granted only by a primary")));
-	granted = !PG_ARGISNULL(0) &&
-		rg_lease_grant(PG_GETARG_INT32(0), rg_commit_wait_ms * (int64) 1000);
+	granted = PG_NARGS() == 2 && !PG_ARGISNULL(0) && !PG_ARGISNULL(1) &&
+		rg_lease_grant(PG_GETARG_INT32(0), PG_GETARG_TIMESTAMPTZ(1),
+					   rg_commit_wait_ms * (int64) 1000);
 	target.lsn = rg_primary_position(&target.tli);
 	values[0] = CStringGetTextDatum(rg_target_text(&target));
 	values[1] = Int64GetDatum(rg_clock_us());

@@ -36,11 +36,12 @@
  * the standby's question worker is, with primary_conninfo's user.  A
  * physical WAL sender notes both when it authenticates (before it takes a
  * slot: at most max_wal_senders of them exist, each holding one of the
- * PGPROCs kept for WAL senders), with a serial number.  A session that
- * obtained a lease for a pid obtains none for another process given that
- * pid (the standby's question names its WAL sender by the pid it
- * identified, which may be stale).  Anyone else may call grant_lease(),
- * which gives the position as primary_token() does, and gets no lease.
+ * PGPROCs kept for WAL senders), and its start time (pg_stat_activity's
+ * backend_start): the standby's question names its WAL sender by both, as
+ * it identified it (upstream.c), and a process that the kernel gave the
+ * pid of an exited one is not the one named.  Anyone else may call
+ * grant_lease(), which gives the position as primary_token() does, and
+ * gets no lease.
  *
  * Standbys that would make commits wait for nothing get no lease.  A
  * standby must first show that it keeps up: at its questions, at least
@@ -114,7 +115,7 @@ typedef struct RgLease
 typedef struct RgLeaseSender
 {
 	pid_t		pid;
-	uint64		serial;			/* which process of that pid */
+	TimestampTz started;		/* which process of that pid: its start */
 	char		user[NAMEDATALEN];
 	SockAddr	addr;
 } RgLeaseSender;
@@ -130,7 +131,6 @@ typedef struct RgLeaseShared
 	pg_atomic_uint64 abandoned;	/* until then a commit never acknowledged
 								 * may be pending (its session ended) */
 	int			nactive;		/* slots listed in rg_lease_active */
-	uint64		serials;		/* WAL senders noted so far */
 	RgLease		leases[FLEXIBLE_ARRAY_MEMBER];	/* one per WAL sender slot,
 												 * then max_wal_senders
 												 * RgLeaseSender, then as many
@@ -148,14 +148,6 @@ static RgLeaseSender *rg_lease_senders = NULL;
 static int *rg_lease_active = NULL;
 
 static ClientAuthentication_hook_type rg_lease_prev_auth = NULL;
-
-/*
- * In a session that asks for leases (a standby's question): the WAL sender
- * it obtained one for last, by pid and by the serial its process got when
- * it authenticated.
- */
-static pid_t rg_lease_asker_pid = 0;
-static uint64 rg_lease_asker_serial = 0;
 
 /* Where the table's arrays of senders and of active slots begin. */
 static Size
@@ -234,19 +226,17 @@ rg_lease_same_host(const SockAddr *a, const SockAddr *b)
 
 /*
  * rg_lease_asked_by_standby
- *		g1: may this session obtain a lease for WAL sender "pid" in "slot"?
- *		Mutex held, in the critical section that records the lease.  The
- *		WAL sender must be live (noted, its exit callback not run) and
- *		still in that slot; this session authenticated as its role, from
- *		its host; and, if this session obtained a lease for that pid
- *		before, it must be the same process: a standby's question names
- *		its WAL sender by the pid it identified, and that WAL sender may
- *		have exited, and the kernel given its pid to another's, before the
- *		standby noticed (its question connection opens again with each new
- *		WAL receiver, with none of this state).
+ *		g1: may this session obtain a lease for the WAL sender process of
+ *		pid "pid" started at "started", in "slot"?  Mutex held, in the
+ *		critical section that records the lease.  That process must be
+ *		live (noted, its exit callback not run) and still in that slot, and
+ *		this session authenticated as its role, from its host.  The start
+ *		tells the process the standby identified from another given that
+ *		pid since (the standby names its WAL sender as it identified it,
+ *		and may not have noticed yet that it exited).
  */
 static bool
-rg_lease_asked_by_standby(pid_t pid, int slot)
+rg_lease_asked_by_standby(pid_t pid, TimestampTz started, int slot)
 {
 	WalSnd	   *walsnd = &WalSndCtl->walsnds[slot];
 	RgLeaseSender *sender = NULL;
@@ -255,19 +245,13 @@ rg_lease_asked_by_standby(pid_t pid, int slot)
 	for (int i = 0; i < max_wal_senders && sender == NULL; i++)
 		if (rg_lease_senders[i].pid == pid)
 			sender = &rg_lease_senders[i];
-	if (sender == NULL ||
+	if (sender == NULL || sender->started != started ||
 		strcmp(sender->user, MyProcPort->user_name) != 0 ||
-		!rg_lease_same_host(&sender->addr, &MyProcPort->raddr) ||
-		(rg_lease_asker_pid == pid && rg_lease_asker_serial != sender->serial))
+		!rg_lease_same_host(&sender->addr, &MyProcPort->raddr))
 		return false;
 	SpinLockAcquire(&walsnd->mutex);
 	streams = (walsnd->pid == pid);
 	SpinLockRelease(&walsnd->mutex);
-	if (streams)
-	{
-		rg_lease_asker_pid = pid;
-		rg_lease_asker_serial = sender->serial;
-	}
 	return streams;
 }
 
@@ -358,7 +342,7 @@ rg_lease_authenticated(Port *port, int status)
 		if (sender->pid == 0)
 		{
 			sender->pid = MyProcPid;
-			sender->serial = ++rg_lease->serials;
+			sender->started = MyStartTimestamp;
 			strlcpy(sender->user, port->user_name, NAMEDATALEN);
 			sender->addr = port->raddr;
 			break;
@@ -404,15 +388,15 @@ rg_lease_sender(pid_t pid, XLogRecPtr *apply)
 
 /*
  * rg_lease_grant
- *		g1 and g2: grant WAL sender "pid" a lease of "wait_us" from now, if
- *		this session is its standby's and the standby may have one (file
- *		header).  g3: the caller reads the answer's position after this
+ *		g1 and g2: grant the WAL sender process of pid "pid" started at
+ *		"started" a lease of "wait_us" from now, if this session is its
+ *		standby's and the standby may have one (file header).  g3: the caller reads the answer's position after this
  *		returns, and the barrier keeps that read after the record, as the
  *		commit's (rg_lease_look) keeps its read of the table after the
  *		commit became visible: else each could miss the other.
  */
 bool
-rg_lease_grant(pid_t pid, int64 wait_us)
+rg_lease_grant(pid_t pid, TimestampTz started, int64 wait_us)
 {
 	XLogRecPtr	insert = GetXLogInsertRecPtr();
 	XLogRecPtr	apply;
@@ -425,7 +409,7 @@ rg_lease_grant(pid_t pid, int64 wait_us)
 		(slot = rg_lease_sender(pid, &apply)) < 0)
 		return false;
 	SpinLockAcquire(&rg_lease->mutex);
-	if (rg_lease_asked_by_standby(pid, slot))
+	if (rg_lease_asked_by_standby(pid, started, slot))
 	{
 		now = rg_clock_us();
 		lease = &rg_lease->leases[slot];

@@ -9,6 +9,8 @@
 #ifndef RG_LEASE_H
 #define RG_LEASE_H
 
+#include "datatype/timestamp.h"
+
 #include "common.h"
 
 /* A slot's lease and gone lease, as a look at the table found them. */
@@ -35,7 +37,7 @@ typedef struct RgLeaseView
 extern Size rg_lease_shmem_size(void);
 extern void rg_lease_shmem_init(void);
 extern void rg_lease_init(void);
-extern bool rg_lease_grant(pid_t pid, int64 wait_us);
+extern bool rg_lease_grant(pid_t pid, TimestampTz started, int64 wait_us);
 extern void rg_lease_note_commit(int64 visible);
 extern void rg_lease_paying(int n, int64 abandoned);
 extern bool rg_lease_read_owed(int64 wait_us, int64 *now);

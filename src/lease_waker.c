@@ -13,11 +13,12 @@
  * the WAL sender itself (SyncRepReleaseWaiters), which we cannot.  So one
  * process looks for all of them.  While nobody waits it sleeps on its
  * latch.  While someone waits it takes one look at the lease table
- * (rg_lease_look) every RG_WAKER_POLL_US, evaluates every waiter against
- * it and sets the latch of each one released; when no waiter depends on a
- * WAL sender that could still report (each waits only for leases whose
- * WAL sender left, or for its own "until"), it sleeps until the nearest
- * expiry instead.
+ * (rg_lease_look) every RG_WAKER_POLL_US, every RG_WAKER_SLOW_US once the
+ * table stayed the same for RG_WAKER_FAST_US, evaluates every waiter
+ * against it and sets the latch of each one released; when no waiter
+ * depends on a WAL sender that could still report (each waits only for
+ * leases whose WAL sender left, or for its own "until"), it sleeps until
+ * the nearest expiry instead.
  *
  * Each backend owns the slot indexed by its PGPROC number.  A waiter
  * fills it, then marks it linked, under a number of its own that each
@@ -51,8 +52,16 @@
 #include "lease_waker.h"
 #include "settings.h"
 
-/* How often the waker looks while a waiter depends on a report. */
+/*
+ * How often the waker looks while a waiter depends on a report: every
+ * RG_WAKER_POLL_US while the table changed in the last RG_WAKER_FAST_US (a
+ * healthy standby reports within a millisecond or so), then every
+ * RG_WAKER_SLOW_US (a holder that stopped applying: its WAL sender may
+ * still report, until its lease expires).
+ */
 #define RG_WAKER_POLL_US	100
+#define RG_WAKER_FAST_US	2000
+#define RG_WAKER_SLOW_US	1000
 
 /* A slot's state: its link's number, shifted, and one of these marks. */
 #define RG_WAITER_FREE		0
@@ -68,6 +77,7 @@ typedef struct RgWaiter
 	int64		visible;		/* ...by the leases live then... */
 	int64		until;			/* ...at most until then */
 	uint64		number;			/* its last link's (written by its backend) */
+	uint64		link;			/* the count of links before it */
 	pg_atomic_uint64 state;
 } RgWaiter;
 
@@ -76,7 +86,7 @@ typedef struct RgWakerShared
 	slock_t		mutex;
 	Latch	   *waker_latch;	/* NULL while no waker runs */
 	pg_atomic_uint32 nwaiters;	/* linked slots */
-	pg_atomic_uint32 links;		/* links made so far */
+	pg_atomic_uint64 links;		/* links made so far */
 	int			nslots;
 	RgWaiter	slots[FLEXIBLE_ARRAY_MEMBER];
 } RgWakerShared;
@@ -112,7 +122,7 @@ rg_waker_shmem_init(void)
 	SpinLockInit(&rg_waker->mutex);
 	rg_waker->waker_latch = NULL;
 	pg_atomic_init_u32(&rg_waker->nwaiters, 0);
-	pg_atomic_init_u32(&rg_waker->links, 0);
+	pg_atomic_init_u64(&rg_waker->links, 0);
 	rg_waker->nslots = RG_MAX_BACKENDS();
 	for (int i = 0; i < rg_waker->nslots; i++)
 	{
@@ -203,9 +213,9 @@ rg_waker_link(XLogRecPtr lsn, int64 visible, int64 until)
 		slot->visible = visible;
 		slot->until = until;
 		slot->number++;
+		slot->link = pg_atomic_fetch_add_u64(&rg_waker->links, 1);
 		(void) pg_atomic_fetch_add_u32(&rg_waker->nwaiters, 1);
-		(void) pg_atomic_fetch_add_u32(&rg_waker->links, 1);
-		/* the values before the state: the add above is a full barrier */
+		/* the values before the state: the adds above are full barriers */
 		pg_atomic_write_u64(&slot->state,
 							RG_WAITER_STATE(slot->number, RG_WAITER_LINKED));
 	}
@@ -234,13 +244,17 @@ rg_waker_released(void)
 
 /*
  * rg_waker_wake
- *		Evaluate every linked waiter against the look "view" taken at "now",
- *		and wake each one released.  Returns whether one still waits, with
- *		*next (when an expiry may release one) and *reporting (whether one
- *		waits for a WAL sender that could report).
+ *		Evaluate every waiter linked before the first "links" links against
+ *		the look "view" taken at "now", after those links, and wake each
+ *		one released.  A waiter linked later may have become visible after
+ *		the look, and a lease recorded in between, which that look does not
+ *		show, would then be one it waits for: it is evaluated at the next
+ *		look.  Returns whether one still waits, with *next (when an expiry
+ *		may release one) and *reporting (whether one waits for a WAL sender
+ *		that could report).
  */
 static bool
-rg_waker_wake(const RgLeaseView *view, int64 wait_us, int64 now,
+rg_waker_wake(const RgLeaseView *view, uint64 links, int64 wait_us, int64 now,
 			  int64 *next, bool *reporting)
 {
 	bool		waiting = false;
@@ -254,6 +268,7 @@ rg_waker_wake(const RgLeaseView *view, int64 wait_us, int64 now,
 		XLogRecPtr	lsn;
 		int64		visible;
 		int64		until;
+		uint64		link;
 		int64		its_next;
 		bool		its_reporting;
 
@@ -263,10 +278,17 @@ rg_waker_wake(const RgLeaseView *view, int64 wait_us, int64 now,
 		lsn = slot->lsn;
 		visible = slot->visible;
 		until = slot->until;
+		link = slot->link;
 		/* read in one piece: the same link before and after */
 		pg_read_barrier();
 		if (pg_atomic_read_u64(&slot->state) != state)
 			continue;
+		if (link >= links)
+		{
+			waiting = true;		/* the next look judges it */
+			*reporting = true;
+			continue;
+		}
 		if (rg_lease_view_released(view, lsn, visible, until, wait_us, now,
 								   &its_next, &its_reporting))
 		{
@@ -317,8 +339,9 @@ rg_waker_main(Datum arg)
 	int64		wait_us = rg_commit_wait_ms * (int64) 1000;
 	RgLeaseView *view;
 	RgLeaseView *last;
-	uint32		links = 0;
+	uint64		links = 0;
 	int64		next = 0;
+	int64		changed = 0;
 	bool		reporting = false;
 
 	pqsignal(SIGHUP, SignalHandlerForConfigReload);
@@ -344,7 +367,7 @@ rg_waker_main(Datum arg)
 	for (;;)
 	{
 		int64		now;
-		uint32		links_now;
+		uint64		links_now;
 		RgLeaseView *swap;
 
 		ResetLatch(MyLatch);
@@ -366,14 +389,15 @@ rg_waker_main(Datum arg)
 			continue;
 		}
 
-		/* links first: a waiter linked after this read is evaluated next time */
-		links_now = pg_atomic_read_u32(&rg_waker->links);
-		pg_read_barrier();
+		/* the links first, then the look (rg_waker_wake) */
+		links_now = pg_atomic_read_u64(&rg_waker->links);
+		pg_memory_barrier();
 		now = rg_clock_us();
 		rg_lease_look(view, wait_us, now);
 		if (links_now != links || now >= next || !rg_waker_same_look(view, last))
 		{
-			if (!rg_waker_wake(view, wait_us, now, &next, &reporting))
+			changed = now;
+			if (!rg_waker_wake(view, links_now, wait_us, now, &next, &reporting))
 				continue;
 			links = links_now;
 			swap = last;
@@ -385,7 +409,8 @@ rg_waker_main(Datum arg)
 			/* a report may come at any moment: look again soon */
 			pgstat_report_wait_start(RG_WAIT_EVENT(rg_waker_event,
 												   "ReplicaGateLeaseWaker"));
-			pg_usleep(RG_WAKER_POLL_US);
+			pg_usleep(now - changed < RG_WAKER_FAST_US ?
+					  RG_WAKER_POLL_US : RG_WAKER_SLOW_US);
 			pgstat_report_wait_end();
 		}
 		else

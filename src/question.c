@@ -22,8 +22,9 @@
  * is refused; its replica_gate.commit_wait, which exists only where the
  * library is preloaded, says how long its answers prove this standby fresh
  * (proof.c).  It then prepares the question, replica_gate.grant_lease():
- * it grants the WAL sender streaming to this standby (upstream.c) a lease
- * (lease.c), then gives a token whose position covers every commit
+ * it grants the WAL sender streaming to this standby, named by its pid and
+ * its start as upstream.c identified it, a lease (lease.c), then gives a
+ * token whose position covers every commit
  * acknowledged before the question, asynchronous ones included
  * (rg_primary_position() in target.c).
  * An answer on a timeline older than the one this standby follows comes
@@ -97,28 +98,30 @@
 #define RG_QUESTION_CHECK_SQL \
 	"SELECT system_identifier::pg_catalog.text," \
 	" (SELECT setting FROM pg_catalog.pg_settings WHERE name = 'replica_gate.commit_wait')," \
-	" pg_catalog.to_regprocedure('replica_gate.grant_lease(integer)') IS NOT NULL" \
+	" pg_catalog.to_regprocedure('replica_gate.grant_lease(integer,timestamp with time zone)') IS NOT NULL" \
 	" FROM pg_catalog.pg_control_system() WHERE NOT pg_catalog.pg_is_in_recovery()"
 #define RG_QUESTION_NAME "replica_gate_question"
 /*
- * The question takes the pid of the primary's WAL sender that streams to
- * this standby (0: unknown), and answers with the position, the clock of
- * the primary's commit wait, its wall clock, whether its sessions pay the
- * commit wait by default (a reload may change that), and whether it granted
- * that WAL sender a lease.  Where the primary's extension predates
- * grant_lease(), it grants none, and its wall clock stands in for the other
- * clock: enough for the staleness bound, not for serving strong reads.
+ * The question takes the pid and the start of the primary's WAL sender that
+ * streams to this standby (NULL: unknown), and answers with the position,
+ * the clock of the primary's commit wait, its wall clock, whether its
+ * sessions pay the commit wait by default (a reload may change that), and
+ * whether it granted that WAL sender a lease.  Where the primary's
+ * extension predates grant_lease(integer, timestamptz) (0.7.0), it grants
+ * none, and its wall clock stands in for the other clock: enough for the
+ * staleness bound, not for serving strong reads.
  */
 #define RG_QUESTION_WALL \
 	"(extract(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::pg_catalog.int8"
 #define RG_QUESTION_PAYING \
 	"pg_catalog.current_setting('replica_gate.pay_commit_wait', true)"
 #define RG_QUESTION_LEASE_SQL \
-	"PREPARE " RG_QUESTION_NAME "(pg_catalog.int4) AS SELECT l.token, l.commit_clock, " \
-	RG_QUESTION_WALL ", " RG_QUESTION_PAYING ", l.granted" \
-	" FROM replica_gate.grant_lease($1) l"
+	"PREPARE " RG_QUESTION_NAME "(pg_catalog.int4, pg_catalog.timestamptz) AS" \
+	" SELECT l.token, l.commit_clock, " RG_QUESTION_WALL ", " RG_QUESTION_PAYING ", l.granted" \
+	" FROM replica_gate.grant_lease($1, $2) l"
 #define RG_QUESTION_NO_LEASE_SQL \
-	"PREPARE " RG_QUESTION_NAME "(pg_catalog.int4) AS SELECT replica_gate.primary_token(), " \
+	"PREPARE " RG_QUESTION_NAME "(pg_catalog.int4, pg_catalog.timestamptz) AS" \
+	" SELECT replica_gate.primary_token(), " \
 	RG_QUESTION_WALL ", " RG_QUESTION_WALL ", " RG_QUESTION_PAYING ", false"
 
 /* The connection's state, as status() shows it. */
@@ -165,7 +168,7 @@ static struct
 {
 	PGconn	   *conn;			/* NULL: not open */
 	bool		prepared;		/* the question is prepared on it */
-	bool		has_lease;		/* the primary has grant_lease() */
+	bool		has_lease;		/* the primary has grant_lease(pid, start) */
 	pid_t		receiver;		/* the WAL receiver it is opened for */
 	char	   *settings;		/* primary_conninfo, replica_gate's, likewise */
 	TimestampTz retry_after;	/* no new attempt before then */
@@ -451,7 +454,7 @@ rg_question_check_server(PGconn *conn, TimestampTz deadline,
 		if (commit_wait > 0 && !rg_worker.has_lease)
 		{
 			ereport(LOG,
-					(errmsg("replica_gate on the primary predates grant_lease(): strong reads on this standby ask the primary every time"),
+					(errmsg("replica_gate on the primary predates 0.7.0's grant_lease(): strong reads on this standby ask the primary every time"),
 					 errhint("Run ALTER EXTENSION replica_gate UPDATE on the primary, in the database the question connects to; it takes effect when the question connection opens again (end the primary's \"replica_gate question\" session with pg_terminate_backend(), or restart this standby).")));
 			commit_wait = 0;
 		}
@@ -573,7 +576,10 @@ rg_question_put(TimestampTz deadline, RgTarget *answer, RgAnswerClocks *clocks)
 {
 	RgQuestionFailure *why = &rg_worker.why;
 	PGresult   *res;
+	pid_t		pid;
 	char		sender[16];
+	char		start[RG_SENDER_START_LEN];
+	const char *params[2] = {NULL, NULL};
 	bool		ok = false;
 
 	if (!rg_worker.prepared)
@@ -590,10 +596,15 @@ rg_question_put(TimestampTz deadline, RgTarget *answer, RgAnswerClocks *clocks)
 		PQclear(res);
 		rg_worker.prepared = true;
 	}
-	snprintf(sender, sizeof(sender), "%d", (int) rg_upstream_sender_pid());
+	if (rg_upstream_sender(&pid, start))
+	{
+		snprintf(sender, sizeof(sender), "%d", (int) pid);
+		params[0] = sender;
+		params[1] = start;
+	}
 	res = rg_question_result(rg_worker.conn,
 							 rg_remote_execute(rg_worker.conn, RG_QUESTION_NAME,
-											   sender, deadline,
+											   2, params, deadline,
 											   RG_QUESTION_WORKER_EVENT),
 							 PGRES_TUPLES_OK, 5, why);
 	if (res == NULL)

@@ -242,14 +242,15 @@ rg_remote_query(PGconn *conn, const char *query, TimestampTz deadline,
 /*
  * rg_remote_execute
  *		rg_remote_query for the statement prepared on the connection as
- *		"name", which takes one parameter, "param" in text form, with the
- *		extended protocol: the server parses and plans nothing.
+ *		"name", which takes "nparams" parameters, "params" in text form,
+ *		with the extended protocol: the server parses and plans nothing.
  */
 PGresult *
-rg_remote_execute(PGconn *conn, const char *name, const char *param,
-				  TimestampTz deadline, uint32 wait_event)
+rg_remote_execute(PGconn *conn, const char *name, int nparams,
+				  const char *const *params, TimestampTz deadline,
+				  uint32 wait_event)
 {
-	if (!PQsendQueryPrepared(conn, name, 1, &param, NULL, NULL, 0))
+	if (!PQsendQueryPrepared(conn, name, nparams, params, NULL, NULL, 0))
 		return NULL;
 	return rg_remote_result(conn, deadline, wait_event);
 }

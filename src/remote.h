@@ -28,9 +28,9 @@ extern PGconn *rg_remote_connect(RgRemoteOptions *options, TimestampTz deadline,
 								 uint32 wait_event, char **error);
 extern PGresult *rg_remote_query(PGconn *conn, const char *query,
 								 TimestampTz deadline, uint32 wait_event);
-extern PGresult *rg_remote_execute(PGconn *conn, const char *name,
-								   const char *param, TimestampTz deadline,
-								   uint32 wait_event);
+extern PGresult *rg_remote_execute(PGconn *conn, const char *name, int nparams,
+									const char *const *params,
+									TimestampTz deadline, uint32 wait_event);
 extern void rg_remote_finish(PGconn *conn);
 
 #endif							/* RG_REMOTE_H */

@@ -61,16 +61,24 @@
 #define RG_UPSTREAM_RETRY_MS		1000
 
 /*
- * Does the server asked stream to us?  Its wal_writer_delay (NULL: it is in
- * recovery), and how many of its WAL senders match ours, with the pid of
- * one.  The arguments: the WAL receiver's application_name as a literal,
- * and RG_SENDER_QUERY_PATTERN for the start point and timeline of its
+ * Does the server asked stream to us?  Its clock when it looked, its
+ * wal_writer_delay (NULL: it is in recovery), and how many of its WAL
+ * senders match ours, with the pid and start of one.  Then, on a primary,
+ * a WAL record of no effect, so that a message of each WAL sender soon
+ * follows the question, idle primary or not (the confirmation, below).
+ * The start comes as text, in the form the question's connection prints
+ * and reads back (grant_lease() takes it).
+ * The arguments: the WAL receiver's application_name as a literal, and
+ * RG_SENDER_QUERY_PATTERN for the start point and timeline of its
  * START_REPLICATION (printed as libpqwalreceiver prints them, as pg_lsn
  * does on each version).
  */
 #define RG_UPSTREAM_SQL \
-	"SELECT CASE WHEN NOT pg_catalog.pg_is_in_recovery()" \
-	" THEN pg_catalog.current_setting('wal_writer_delay') END, count(*), min(pid)" \
+	"SELECT (extract(epoch FROM pg_catalog.clock_timestamp()) * 1000000)::pg_catalog.int8," \
+	" CASE WHEN NOT pg_catalog.pg_is_in_recovery()" \
+	" THEN pg_catalog.current_setting('wal_writer_delay') END, count(*), min(pid)," \
+	" min(backend_start), CASE WHEN NOT pg_catalog.pg_is_in_recovery()" \
+	" THEN pg_catalog.pg_logical_emit_message(false, 'replica_gate', '') END" \
 	" FROM pg_catalog.pg_stat_activity" \
 	" WHERE backend_type = 'walsender' AND datid IS NULL" \
 	" AND application_name = %s AND client_port IS NOT NULL" \
@@ -95,6 +103,8 @@ typedef struct RgUpstream
 	TimestampTz answered_at;	/* when the sender answered */
 	int64		unflushed_us;	/* a primary's 3 * wal_writer_delay */
 	pid_t		sender_pid;		/* a primary's WAL sender, 0: not one alone */
+	char		sender_start[RG_SENDER_START_LEN];	/* its start, as text */
+	TimestampTz asked_at;		/* the primary's clock when it looked */
 	TimestampTz retry_after;	/* UNKNOWN after a failure: not before then */
 } RgUpstream;
 
@@ -230,25 +240,39 @@ rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,
 }
 
 /*
- * rg_upstream_sender_pid
- *		In the question worker: the pid, on the primary, of the WAL sender
- *		that streams to the WAL receiver's current connection, if that is
- *		known to be the primary's and no other WAL sender matched it; else
- *		0.  A lease is granted to that WAL sender (lease.c).
+ * rg_upstream_sender
+ *		In the question worker: the pid and the start (text, room for
+ *		RG_SENDER_START_LEN), on the primary, of the WAL sender process that streams to the WAL receiver's current
+ *		connection, if that is known to be the primary's, no other WAL
+ *		sender matched it, and the WAL receiver has since got a message
+ *		its sender sent after the primary looked (the confirmation);
+ *		else false.  A lease is granted to that WAL sender (lease.c).
+ *
+ * The confirmation: the primary's query sees the WAL senders then
+ * streaming.  If this standby's own had exited already, unnoticed (its
+ * WAL receiver still waiting on a connection that is gone), another
+ * standby's WAL sender of the same name, address, start point and
+ * timeline would be the one match, and named as ours.  A message that
+ * this connection got, sent after the query on the primary's clock, shows
+ * that our WAL sender was streaming while the query looked, so that it was
+ * a match: the one.  The query writes a WAL record of no effect, so that
+ * such a message follows on an idle primary too.
  */
-pid_t
-rg_upstream_sender_pid(void)
+bool
+rg_upstream_sender(pid_t *pid, char *start)
 {
 	RgReceiver	rcv;
-	pid_t		pid = 0;
+	bool		known;
 
 	rg_upstream_read_receiver(&rcv);
 	SpinLockAcquire(&rg_upstream->mutex);
-	if (rg_upstream_same_key(&rg_upstream->key, &rcv.connection) &&
-		rg_upstream->state == RG_UPSTREAM_PRIMARY)
-		pid = rg_upstream->sender_pid;
+	known = rg_upstream_same_key(&rg_upstream->key, &rcv.connection) &&
+		rg_upstream->state == RG_UPSTREAM_PRIMARY &&
+		rg_upstream->sender_pid != 0 && rcv.sent_time > rg_upstream->asked_at;
+	*pid = rg_upstream->sender_pid;
+	strlcpy(start, rg_upstream->sender_start, RG_SENDER_START_LEN);
 	SpinLockRelease(&rg_upstream->mutex);
-	return pid;
+	return known;
 }
 
 /* The question worker starts (its latch) or leaves (NULL). */
@@ -354,6 +378,8 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 	int			level = rg_upstream_same_key(&logged, key) ? DEBUG1 : LOG;
 	int64		unflushed_us = 0;
 	pid_t		sender_pid = 0;
+	const char *sender_start = "";
+	TimestampTz asked_at = 0;
 	PGresult   *res = NULL;
 	char	   *name = NULL;
 	TimestampTz now;
@@ -367,7 +393,7 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 															   key->tli)),
 							  deadline, wait_event);
 	if (conn != NULL && (res == NULL || PQresultStatus(res) != PGRES_TUPLES_OK ||
-						 PQnfields(res) != 3 || PQntuples(res) != 1))
+						 PQnfields(res) != 6 || PQntuples(res) != 1))
 	{
 		ok = false;
 		ereport(level,
@@ -379,23 +405,29 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 	}
 	else if (res == NULL)
 		;						/* no server to ask: the caller logged why */
-	else if (PQgetisnull(res, 0, 0))
+	else if (PQgetisnull(res, 0, 1))
 		state = RG_UPSTREAM_STANDBY;	/* in recovery since it connected */
-	else if (strcmp(PQgetvalue(res, 0, 1), "0") == 0)
+	else if (strcmp(PQgetvalue(res, 0, 2), "0") == 0)
 		ereport(level,
 				(errmsg("replica_gate finds no WAL sender streaming to this standby on the primary"),
 				 errdetail("Until it does, this standby counts as streaming from another server: its staleness is unknown."),
 				 errhint("The primary must show the role the question connects as a WAL sender named %s, connected from the address the question's connection comes from, streaming from %s on timeline %u (on 14 and later its query must show: track_activities on).",
 						 name, rg_lsn_text(start), key->tli)));
-	else if (parse_int(PQgetvalue(res, 0, 0), &delay_ms, GUC_UNIT_MS, NULL))
+	else if (parse_int(PQgetvalue(res, 0, 1), &delay_ms, GUC_UNIT_MS, NULL))
 	{
 		state = RG_UPSTREAM_PRIMARY;
 		unflushed_us = 3 * (int64) delay_ms * 1000;
 		/* the lease goes to the WAL sender only if it is the only match */
-		if (strcmp(PQgetvalue(res, 0, 1), "1") == 0)
-			sender_pid = atoi(PQgetvalue(res, 0, 2));
+		if (strcmp(PQgetvalue(res, 0, 2), "1") == 0 &&
+			strlen(PQgetvalue(res, 0, 4)) < RG_SENDER_START_LEN)
+		{
+			sender_pid = atoi(PQgetvalue(res, 0, 3));
+			sender_start = PQgetvalue(res, 0, 4);
+			/* us since the Unix epoch, as a TimestampTz */
+			asked_at = (TimestampTz) strtoll(PQgetvalue(res, 0, 0), NULL, 10) -
+				(POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY;
+		}
 	}
-	PQclear(res);
 	if (level == LOG && state != RG_UPSTREAM_PRIMARY && conn != NULL)
 		logged = *key;
 
@@ -406,7 +438,10 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 	rg_upstream->answered_at = now;
 	rg_upstream->unflushed_us = unflushed_us;
 	rg_upstream->sender_pid = sender_pid;
+	strlcpy(rg_upstream->sender_start, sender_start, RG_SENDER_START_LEN);
+	rg_upstream->asked_at = asked_at;
 	rg_upstream->retry_after = TimestampTzPlusMilliseconds(now, RG_UPSTREAM_RETRY_MS);
 	SpinLockRelease(&rg_upstream->mutex);
+	PQclear(res);
 	return ok;
 }

@@ -43,7 +43,10 @@ extern bool rg_upstream_is_primary(const RgUpstreamKey *key, TimestampTz *since,
 /* For the question worker, which finds the answer */
 extern void rg_upstream_attach(Latch *worker);
 extern void rg_upstream_forget(void);
-extern pid_t rg_upstream_sender_pid(void);
+/* Room for a WAL sender's start as text (pg_stat_activity.backend_start). */
+#define RG_SENDER_START_LEN 64
+
+extern bool rg_upstream_sender(pid_t *pid, char *start);
 extern bool rg_upstream_wanted(RgUpstreamKey *key, XLogRecPtr *start);
 extern bool rg_upstream_check(PGconn *conn, bool in_recovery,
 							  const RgUpstreamKey *key, XLogRecPtr start,

@@ -691,12 +691,14 @@ class Nemesis(threading.Thread):
         raise RuntimeError(f"no new lease for WAL sender {sender}")
 
     def grant(self, pc, pid):
-        """grant_lease(pid), as the standby's question, an archive's helper
-        or anyone with the WAL sender's credentials may ask: granted, or the
-        SQLSTATE of its refusal."""
+        """grant_lease(pid, its start), as the standby's question, an
+        archive's helper or anyone with the WAL sender's credentials may ask:
+        granted, or the SQLSTATE of its refusal."""
         try:
-            return pc.execute("SELECT granted FROM replica_gate.grant_lease(%s)",
-                              (pid,)).fetchone()[0]
+            row = pc.execute(
+                "SELECT granted FROM pg_stat_activity a, replica_gate.grant_lease(a.pid, a.backend_start)"
+                " WHERE a.pid = %s", (pid,)).fetchone()
+            return row[0] if row else False
         except psycopg.Error as e:
             return e.sqlstate or "connection"
 
@@ -855,7 +857,7 @@ class Nemesis(threading.Thread):
             the lower slot);
           reconnect: its own WAL receiver terminated: it reconnects into its
             slot with a new WAL sender, and its replay is paused;
-        the new WAL sender granted leases (grant_lease(pid), as its question,
+        the new WAL sender granted leases (grant_lease(), as its question,
         an archive's helper or anyone with its credentials may ask), a
         paying commit, strong reads on the holder.  Every other free slot is
         taken first (fill), so the freed one is the only one free."""

@@ -6,7 +6,7 @@
 \pset tuples_only true
 \pset pager off
 
-SELECT plan(118);
+SELECT plan(121);
 
 -- Signatures.
 SELECT has_schema('replica_gate');
@@ -33,11 +33,15 @@ SELECT function_returns('replica_gate', 'stats_reset', ARRAY[]::text[], 'void');
 SELECT function_returns('replica_gate', 'primary_token', ARRAY['integer'], 'text');
 SELECT is((SELECT pg_get_function_arguments('replica_gate.primary_token(integer)'::regprocedure)),
 	'timeout_ms integer DEFAULT NULL::integer', 'primary_token arguments and defaults');
+SELECT function_returns('replica_gate', 'grant_lease', ARRAY['integer', 'timestamp with time zone'], 'record');
 SELECT function_returns('replica_gate', 'grant_lease', ARRAY['integer'], 'record');
-SELECT is((SELECT granted FROM replica_gate.grant_lease(pg_backend_pid())), false,
+SELECT is((SELECT granted FROM replica_gate.grant_lease(pg_backend_pid(),
+		(SELECT backend_start FROM pg_stat_activity WHERE pid = pg_backend_pid()))), false,
 	'grant_lease() grants nothing to a process that is not a WAL sender');
-SELECT cmp_ok((SELECT commit_clock FROM replica_gate.grant_lease(NULL)), '>', 0::bigint,
+SELECT cmp_ok((SELECT commit_clock FROM replica_gate.grant_lease(NULL, NULL)), '>', 0::bigint,
 	'grant_lease() reads the clock of the commit wait');
+SELECT cmp_ok((SELECT commit_clock FROM replica_gate.grant_lease(NULL)), '>', 0::bigint,
+	'grant_lease(sender_pid) of 0.6.0 still answers (and grants nothing)');
 SELECT function_returns('replica_gate', 'leases', ARRAY[]::text[], 'setof record');
 SELECT is((SELECT count(*) FROM replica_gate.leases()), 0::bigint, 'no lease without standbys');
 SELECT has_view('replica_gate', 'stats', 'view replica_gate.stats');
@@ -106,6 +110,7 @@ SELECT function_privs_are('replica_gate', 'require_fresh', ARRAY['interval', 'in
 SELECT function_privs_are('replica_gate', 'status', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'primary_token', ARRAY['integer'], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'grant_lease', ARRAY['integer'], 'public', ARRAY['EXECUTE']);
+SELECT function_privs_are('replica_gate', 'grant_lease', ARRAY['integer', 'timestamp with time zone'], 'public', ARRAY['EXECUTE']);
 SELECT function_privs_are('replica_gate', 'leases', ARRAY[]::text[], 'public', ARRAY['EXECUTE']);
 SELECT table_privs_are('replica_gate', 'stats', 'public', ARRAY['SELECT']);
 SELECT function_privs_are('replica_gate', 'stats_reset', ARRAY[]::text[], 'public', ARRAY[]::text[],

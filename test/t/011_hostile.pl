@@ -17,7 +17,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RgTest;
 use Test::More;
-use Time::HiRes qw(sleep);
+use Time::HiRes qw(gettimeofday sleep);
 
 # Every wait is cut to 3 s; a waiter that is still there 4 s later hangs.
 my $max_timeout = 3;
@@ -37,9 +37,17 @@ sub waiters
 	my ($n, $target, $name, $mark) = @_;
 	my $lsn = $target =~ /:/ ? "split_part('$target', ':', 2)::pg_lsn" : "'$target'::pg_lsn";
 	my $gate = "SELECT replica_gate.wait_for_lsn('$target', 60000), pg_last_wal_replay_lsn() >= $lsn";
+	my $marks = $standby->basedir . "/${name}_in";
+	# with marks, every waiter's gate starts once all are connected (each
+	# waits for the others' marks): no slot frees before the test looks
+	# (a loaded machine took longer than max_timeout to start 20 psql, and
+	# the first waiters had timed out and left)
 	my @w = map {
 		rg_bg_start($standby,
-			$mark ? [ '\\! touch ' . $standby->basedir . "/${name}_in.$_", $gate ] : $gate,
+			$mark
+			? [ "\\! touch $marks.$_",
+				"\\! while [ \$(ls $marks.* | wc -l) -lt $n ]; do sleep 0.02; done", $gate ]
+			: $gate,
 			"${name}_$_")
 	} 1 .. $n;
 	unless ($mark)
@@ -139,6 +147,8 @@ my $marks = $standby->basedir . '/crowd_in';
 my $waited = 0;
 sleep 0.05 while ($waited++ < 2400 && scalar(() = glob("$marks.*")) < 20);
 is(scalar(() = glob("$marks.*")), 20, 'the 20 waiters are connected');
+# their gates start now: their time to max_timeout counts from here
+$_->{start} = [gettimeofday] for @w;
 my ($ret, $out, $err) = $standby->psql('postgres', 'SELECT 1');
 like($err, qr/too many clients|remaining connection slots/,
 	'every connection slot is taken by a waiter');

@@ -155,8 +155,8 @@ rg_pause_replay($standby);
 $hold_lease->();
 my $before = $primary->safe_psql('postgres', 'SELECT v FROM counter');
 my ($paused) = $primary->safe_psql('postgres', qq{
-SELECT granted FROM replica_gate.grant_lease(
-  (SELECT pid FROM pg_stat_replication WHERE application_name = '@{[ $standby->name ]}'));
+SELECT granted FROM pg_stat_replication r, replica_gate.grant_lease(r.pid, r.backend_start)
+  WHERE r.application_name = '@{[ $standby->name ]}';
 \\timing on
 UPDATE counter SET v = v + 1}) =~ /Time: ([0-9.]+) ms\s*$/;
 cmp_ok($paused, '>=', $W / 4,

@@ -102,7 +102,7 @@ my $before = $primary->safe_psql('postgres', 'SELECT v FROM counter');
 
 # the standby's lease granted once more (this session is of its WAL
 # sender's role and host, as its question), then its WAL sender ends
-rg_session_query($ps, "SELECT granted FROM replica_gate.grant_lease($old); SELECT pg_terminate_backend($old);");
+rg_session_query($ps, "SELECT granted FROM pg_stat_replication r, replica_gate.grant_lease(r.pid, r.backend_start) WHERE r.pid = $old; SELECT pg_terminate_backend($old);");
 $until->("NOT EXISTS (SELECT FROM pg_stat_get_wal_senders() WHERE pid = $old)");
 my $archive = tempdir(CLEANUP => 1);
 my $receivewal = IPC::Run::start(
@@ -114,7 +114,7 @@ $until->("EXISTS (SELECT FROM pg_stat_replication WHERE application_name = 'pg_r
 my ($senders, $new, $granted, $gone, $paying) = split /\n/, rg_session_query($ps, qq{
 SELECT count(*) FROM pg_stat_replication;
 SELECT pid FROM pg_stat_replication WHERE application_name = 'pg_receivewal';
-SELECT granted FROM replica_gate.grant_lease((SELECT pid FROM pg_stat_replication WHERE application_name = 'pg_receivewal'));
+SELECT granted FROM pg_stat_replication r, replica_gate.grant_lease(r.pid, r.backend_start) WHERE r.application_name = 'pg_receivewal';
 SELECT coalesce(max(expires_in_ms), 0) FROM replica_gate.leases() WHERE sender_pid = $old;
 \\timing on
 UPDATE counter SET v = v + 1;
@@ -144,8 +144,9 @@ $standby->append_conf('postgresql.conf', "recovery_min_apply_delay = '150ms'\n")
 $standby->reload;
 usleep(1.5 * $W * 1000);    # the standby's own lease expires
 my $target = $sender_pid->($standby->name);
+my $start = $primary->safe_psql('postgres', "SELECT backend_start FROM pg_stat_activity WHERE pid = $target");
 my $mallory = rg_bg_start($primary,
-	[ map { "SELECT granted FROM replica_gate.grant_lease($target); SELECT pg_sleep(0.19)" } 1 .. 30 ],
+	[ map { "SELECT granted FROM replica_gate.grant_lease($target, '$start'); SELECT pg_sleep(0.19)" } 1 .. 30 ],
 	'mallory user=mallory');
 $primary->poll_query_until('postgres',
 	"SELECT count(*) > 0 FROM pg_stat_activity WHERE application_name = 'mallory' AND query LIKE '%pg_sleep%'")
@@ -157,6 +158,22 @@ is(join(',', sort { $a cmp $b } grep { $_ ne '' } split /\n/, $mallory->{stdout}
 	'none of the other role\'s 30 calls was granted a lease');
 cmp_ok(rg_median(@commits), '<', 50,
 	'paying commits do not wait for that standby (median ' . rg_median(@commits) . ' ms)');
+# The WAL sender's own role, from its host, names it by its pid and its
+# start: a start that is not its own (as when the kernel gave its pid to
+# another process) obtains no lease, nor does its pid alone (the question
+# of 0.6.0); its own start does, once the standby has shown, at two
+# questions W / 2 apart, that it keeps up.
+my $ask = sub {
+	my $granted = $primary->safe_psql('postgres',
+		"SELECT granted FROM replica_gate.grant_lease($_[0])");
+	usleep(0.6 * $W * 1000);
+	return $granted;
+};
+is(join(' ', map { $ask->("$target, '$start'::timestamptz + interval '1 microsecond'") } 1 .. 2),
+	'f f', 'the WAL sender\'s role, naming another start, obtains no lease');
+is($ask->($target), 'f', 'nor naming its pid alone');
+is((map { $ask->("$target, '$start'") } 1 .. 2)[1], 't',
+	'naming its own pid and start it does, at the second question');
 $standby->append_conf('postgresql.conf', "recovery_min_apply_delay = 0\n");
 $standby->reload;
 $primary->wait_for_catchup($standby->name, 'replay');
