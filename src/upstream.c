@@ -30,6 +30,12 @@
  * there, and so unsent: three times its wal_writer_delay (the WAL writer's
  * promise); staleness.c widens its bound by as much.
  *
+ * The WAL sender found is also the one whose lease this standby's questions
+ * ask for (lease.c), by its pid and start: only when it was the one match,
+ * the question logs in as the WAL receiver does, the primary looked after
+ * its START_REPLICATION (rg_upstream_wanted) and this connection got a
+ * message it sent after the primary looked (rg_upstream_sender).
+ *
  * Backends never ask: a backend that finds no answer for the current WAL
  * receiver connection marks the answer wanted, wakes the worker and goes
  * on with "not the primary" (staleness unknown, gates on it fail closed);
@@ -301,13 +307,28 @@ rg_upstream_forget(void)
 /*
  * rg_upstream_wanted
  *		In the question worker: has a backend found no answer for the WAL
- *		receiver's connection?  Then *key is that connection, now, and
- *		*start where it started streaming.
+ *		receiver's connection, and may the primary be asked now?  Then *key
+ *		is that connection, now, and *start where it started streaming.
+ *
+ * Not before the WAL receiver has got a message of that stream: the WAL
+ * sender streaming to it must show its START_REPLICATION on the primary
+ * before the question looks, or another standby's WAL sender that looks
+ * the same could be the one match (rg_upstream_sender).  On a new
+ * connection any message will do (a starting WAL receiver stamps both of
+ * its message times alike until one arrives); at a timeline switch a WAL
+ * receiver keeps its connection and takes the new key before its new
+ * START_REPLICATION, so one sent since the worker first saw the key.
+ * Until then the answer stays wanted, and the worker asks again at its
+ * next round.
  */
 bool
 rg_upstream_wanted(RgUpstreamKey *key, XLogRecPtr *start)
 {
+	static RgUpstreamKey seen;
+	static TimestampTz seen_sent;	/* 0: a new connection */
 	WalRcvData *walrcv = WalRcv;
+	TimestampTz sent;
+	TimestampTz received;
 	bool		wanted;
 
 	SpinLockAcquire(&rg_upstream->mutex);
@@ -322,8 +343,22 @@ rg_upstream_wanted(RgUpstreamKey *key, XLogRecPtr *start)
 	key->started = walrcv->startTime;
 	key->tli = walrcv->receiveStartTLI;
 	*start = walrcv->receiveStart;
+	sent = walrcv->lastMsgSendTime;
+	received = walrcv->lastMsgReceiptTime;
 	SpinLockRelease(&walrcv->mutex);
-	return true;
+	if (!rg_upstream_same_key(key, &seen))
+	{
+		/* the same connection, another timeline: a switch */
+		seen_sent = (key->pid == seen.pid && key->started == seen.started) ?
+			sent : 0;
+		seen = *key;
+	}
+	if (sent != received && (seen_sent == 0 || sent != seen_sent))
+		return true;
+	SpinLockAcquire(&rg_upstream->mutex);
+	rg_upstream->wanted = true;
+	SpinLockRelease(&rg_upstream->mutex);
+	return false;
 }
 
 /*
@@ -356,6 +391,37 @@ rg_upstream_receiver_name(PGconn *conn)
 	result = pstrdup(literal);
 	PQfreemem(literal);
 	return result;
+}
+
+/*
+ * rg_upstream_same_role
+ *		Does the question's connection "conn" log in as the WAL receiver
+ *		does (primary_conninfo's user, else libpq's default)?  Only then
+ *		does the primary show it its own WAL sender's row (another role's
+ *		rows hide their address and port: another standby's WAL sender of
+ *		the question's role could be the one match), and only then may it
+ *		be granted that WAL sender's lease (lease.c).
+ */
+static bool
+rg_upstream_same_role(PGconn *conn)
+{
+	RgRemoteOptions options = {0};
+	const char *user = NULL;
+	PQconninfoOption *defaults = NULL;
+	bool		same;
+
+	if (rg_remote_add_conninfo(&options, PrimaryConnInfo))
+		user = rg_remote_get(&options, "user");
+	if (user == NULL && (defaults = PQconndefaults()) != NULL)
+	{
+		for (PQconninfoOption *o = defaults; o->keyword != NULL; o++)
+			if (strcmp(o->keyword, "user") == 0)
+				user = o->val;
+	}
+	same = user != NULL && PQuser(conn) != NULL && strcmp(user, PQuser(conn)) == 0;
+	if (defaults != NULL)
+		PQconninfoFree(defaults);
+	return same;
 }
 
 /*
@@ -419,7 +485,8 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 		unflushed_us = 3 * (int64) delay_ms * 1000;
 		/* the lease goes to the WAL sender only if it is the only match */
 		if (strcmp(PQgetvalue(res, 0, 2), "1") == 0 &&
-			strlen(PQgetvalue(res, 0, 4)) < RG_SENDER_START_LEN)
+			strlen(PQgetvalue(res, 0, 4)) < RG_SENDER_START_LEN &&
+			rg_upstream_same_role(conn))
 		{
 			sender_pid = atoi(PQgetvalue(res, 0, 3));
 			sender_start = PQgetvalue(res, 0, 4);
