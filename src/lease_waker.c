@@ -420,26 +420,3 @@ rg_waker_main(Datum arg)
 	}
 }
 
-/*
- * rg_waker_register
- *		Register the lease waker; called from _PG_init where the library is
- *		preloaded and the commit wait is on.  It starts when the server
- *		leaves recovery (at once on a primary), and again a second after it
- *		exits.
- */
-void
-rg_waker_register(void)
-{
-	BackgroundWorker worker = {0};
-
-	if (rg_commit_wait_ms <= 0)
-		return;
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_RecoveryFinished;
-	worker.bgw_restart_time = 1;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "replica_gate");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "rg_waker_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "replica_gate lease waker");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "replica_gate lease waker");
-	RegisterBackgroundWorker(&worker);
-}

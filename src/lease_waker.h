@@ -14,7 +14,6 @@
 
 extern Size rg_waker_shmem_size(void);
 extern void rg_waker_shmem_init(void);
-extern void rg_waker_register(void);
 extern bool rg_waker_link(XLogRecPtr lsn, int64 visible, int64 until);
 extern bool rg_waker_released(void);
 extern void rg_waker_unlink(void);

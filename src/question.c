@@ -203,28 +203,6 @@ rg_question_shmem_init(void)
 }
 
 /*
- * rg_question_register
- *		Register the question worker; called from _PG_init at preload.  It
- *		starts once the server accepts read-only connections and leaves for
- *		good when the server is not (or no longer) in recovery.
- */
-void
-rg_question_register(void)
-{
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS;
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = 1;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "replica_gate");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "rg_question_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "replica_gate question");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "replica_gate question");
-	RegisterBackgroundWorker(&worker);
-}
-
-/*
  * rg_question_ask
  *		The primary's position, as learned by a question sent after this
  *		call began, or by an earlier one whose window covers it (proof.c),

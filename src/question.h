@@ -38,7 +38,6 @@ typedef enum RgAskResult
 
 extern Size rg_question_shmem_size(void);
 extern void rg_question_shmem_init(void);
-extern void rg_question_register(void);
 extern RgAskResult rg_question_ask(TimestampTz deadline, RgGuard *guard,
 								   RgTarget *answer, RgQuestionFailure *why);
 extern const char *rg_question_state(void);

@@ -24,6 +24,7 @@
 #include "postgres.h"
 
 #include "fmgr.h"
+#include "postmaster/bgworker.h"
 
 #include "ack.h"
 #include "commit_wait.h"
@@ -41,6 +42,28 @@
 RG_MODULE_MAGIC;
 
 void		_PG_init(void);
+
+/*
+ * rg_register_worker
+ *		Register the background worker that runs "function" of this library
+ *		(its name and type "name") from "start_time" on, again a second
+ *		after it exits.
+ */
+static void
+rg_register_worker(const char *function, const char *name, int flags,
+				   BgWorkerStartTime start_time)
+{
+	BackgroundWorker worker = {0};
+
+	worker.bgw_flags = flags;
+	worker.bgw_start_time = start_time;
+	worker.bgw_restart_time = 1;
+	snprintf(worker.bgw_library_name, BGW_MAXLEN, "replica_gate");
+	snprintf(worker.bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(worker.bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(worker.bgw_type, BGW_MAXLEN, "%s", name);
+	RegisterBackgroundWorker(&worker);
+}
 
 /*
  * _PG_init
@@ -63,9 +86,18 @@ _PG_init(void)
 
 	rg_shmem_install_hooks();
 	rg_lease_init();
-	rg_waker_register();
-	rg_question_register();
+	/* the lease waker (lease_waker.c), on a primary whose commits wait */
+	if (rg_commit_wait_ms > 0)
+		rg_register_worker("rg_waker_main", "replica_gate lease waker",
+						   BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
+						   BgWorkerStart_RecoveryFinished);
+	/* the question worker (question.c): it leaves for good off recovery */
+	rg_register_worker("rg_question_main", "replica_gate question",
+					   BGWORKER_SHMEM_ACCESS, BgWorkerStart_ConsistentState);
 #ifndef RG_HAVE_CORE_WAIT
-	rg_watcher_register();
+	/* the replay watcher (watcher.c) */
+	rg_register_worker("rg_watcher_main", "replica_gate replay watcher",
+					   BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION,
+					   BgWorkerStart_ConsistentState);
 #endif
 }

@@ -108,26 +108,6 @@ static int	rg_arrival_fd = -1;
 static XLogRecPtr rg_last_replayed = InvalidXLogRecPtr;
 static TimestampTz rg_last_activity = 0;
 
-/*
- * rg_watcher_register
- *		Register the watcher; called from _PG_init during preload.
- */
-void
-rg_watcher_register(void)
-{
-	BackgroundWorker worker;
-
-	memset(&worker, 0, sizeof(worker));
-	worker.bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	worker.bgw_start_time = BgWorkerStart_ConsistentState;
-	worker.bgw_restart_time = 1;
-	snprintf(worker.bgw_library_name, BGW_MAXLEN, "replica_gate");
-	snprintf(worker.bgw_function_name, BGW_MAXLEN, "rg_watcher_main");
-	snprintf(worker.bgw_name, BGW_MAXLEN, "replica_gate replay watcher");
-	snprintf(worker.bgw_type, BGW_MAXLEN, "replica_gate replay watcher");
-	RegisterBackgroundWorker(&worker);
-}
-
 /* before_shmem_exit callback: hand waiters back to polling. */
 static void
 rg_watcher_exit(int code, Datum arg)

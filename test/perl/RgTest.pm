@@ -20,7 +20,7 @@ use Time::HiRes qw(gettimeofday tv_interval);
 
 our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
-  rg_probe_time rg_token_lsn rg_woke_at rg_median rg_watcher_runs rg_replay_holds
+  rg_probe_time rg_queued_ns rg_token_lsn rg_woke_at rg_median rg_watcher_runs rg_replay_holds
   rg_conflict_sampler rg_conflict_longest rg_pause_replay rg_build_client
   rg_pgbouncer rg_strong_counter RG_WAKE_BOUND_MS rg_session rg_session_query);
 
@@ -298,23 +298,28 @@ sub rg_token_lsn
 	return $target =~ s/^.*://r;
 }
 
-# rg_probe_start($node, $target, $appname)
+# rg_probe_start($node, $target, $appname, @pids)
 #	A session that spins until replay on $node passes $target (an LSN, or
 #	the LSN of a token), or recovery ends, and notes that moment (server
-#	clock) for rg_probe_time.  It marks when a waiter could first have
+#	clock) for rg_probe_time, and just before it how long each of the
+#	processes @pids of $node has waited for a CPU so far (rg_queued_ns:
+#	first, as the processes that the moment wakes preempt the probe,
+#	which has used up its time).  It marks when a waiter could first have
 #	returned; a standby cannot create a function, so it is a DO block.
 #	Returns once the probe runs: one that started after replay passed
 #	would note a later moment and hide a late waiter (rg_probe_time fails
 #	a probe that never spun).
 sub rg_probe_start
 {
-	my ($node, $target, $appname) = @_;
+	my ($node, $target, $appname, @pids) = @_;
 	my $lsn = rg_token_lsn($target);
-	my $h = rg_bg_start($node, qq{DO \$\$ DECLARE spins bigint := 0; BEGIN
+	my $queued = rg_queued_ns(@pids);
+	my $h = rg_bg_start($node, qq{DO \$\$ DECLARE spins bigint := 0; queued text; BEGIN
 		WHILE pg_is_in_recovery() AND coalesce(pg_last_wal_replay_lsn() < '$lsn', true) LOOP
 			spins := spins + 1;
 		END LOOP;
-		RAISE NOTICE 'passed at % after % spins', extract(epoch FROM clock_timestamp()), spins;
+		queued := $queued;
+		RAISE NOTICE 'passed at % after % spins, queued %', extract(epoch FROM clock_timestamp()), spins, queued;
 		END \$\$},
 		$appname);
 	$node->poll_query_until('postgres', qq{SELECT EXISTS (SELECT FROM pg_stat_activity
@@ -324,16 +329,31 @@ sub rg_probe_start
 }
 
 # rg_probe_time($h)
-#	Finish a probe and return the moment it noted (epoch seconds).
+#	Finish a probe and return the moment it noted (epoch seconds), and in
+#	list context after it how long each of its processes had waited for a
+#	CPU then (ns), in the order given.
 sub rg_probe_time
 {
 	my ($h) = @_;
 	rg_bg_finish($h);
-	my ($t, $spins) = $h->{stderr} =~ /passed at ([0-9.]+) after (\d+) spins/;
+	my ($t, $spins, $queued) = $h->{stderr} =~ /passed at ([0-9.]+) after (\d+) spins, queued ([0-9 ]*)/;
 	die "the probe failed: $h->{stderr}" unless defined $t;
 	die "the probe found replay past its target at its first look: it marks nothing"
 	  unless $spins > 0;
-	return $t;
+	return wantarray ? ($t, split(' ', $queued)) : $t;
+}
+
+# rg_queued_ns(@pids)
+#	An SQL expression: how long (ns) each process of @pids (pids, or SQL
+#	expressions of them) has waited for a CPU so far, runnable but not
+#	running (the second field of /proc/PID/schedstat; Linux only), as text
+#	separated by spaces.  The server reads it as the statement evaluates
+#	it, not when a loaded machine lets the test's client run: this is the
+#	time a machine's load adds to a wake-up.
+sub rg_queued_ns
+{
+	return "coalesce((SELECT string_agg(split_part(pg_read_file('/proc/' || p || '/schedstat'), ' ', 2), ' ' ORDER BY o) "
+	  . "FROM unnest(ARRAY[@{[join(', ', @_)]}]::int[]) WITH ORDINALITY AS a(p, o)), '')";
 }
 
 # rg_woke_at($gate)

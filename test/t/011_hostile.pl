@@ -29,35 +29,58 @@ my ($primary, $standby) = rg_primary_standby(
 $primary->safe_psql('postgres', 'CREATE TABLE t (v int); INSERT INTO t VALUES (0)');
 $primary->wait_for_catchup($standby->name, 'replay');
 
-# Start $n waiters for $target (60 s asked, cut to max_timeout), and wait
-# until they sleep; or, with $mark, let each touch $name_in.<i> in the
-# standby's folder once connected (psql runs its commands only then).
+# Start $n waiters for $target (60 s asked, cut to max_timeout), each
+# touching $name_in.<i> in the standby's folder once connected (psql runs
+# its commands only then) and starting its gate once all are connected,
+# and, with $go, once that file exists; without, return once all sleep in
+# their gates.  The test looks at all of them at once, and if one ended
+# before it saw all sleep, it starts them anew: a loaded machine took
+# longer than max_timeout to start 20 psql, and the first waiters had timed
+# out and left; it took 3.2 s to look at three waiters one after the
+# other, and the third had left.
 sub waiters
 {
-	my ($n, $target, $name, $mark) = @_;
+	my ($n, $target, $name, $go) = @_;
 	my $lsn = $target =~ /:/ ? "split_part('$target', ':', 2)::pg_lsn" : "'$target'::pg_lsn";
-	my $gate = "SELECT replica_gate.wait_for_lsn('$target', 60000), pg_last_wal_replay_lsn() >= $lsn";
+	my $gate = "SELECT replica_gate.wait_for_lsn('$target', 60000), pg_last_wal_replay_lsn() >= $lsn, "
+	  . 'extract(epoch FROM clock_timestamp() - statement_timestamp())';
 	my $marks = $standby->basedir . "/${name}_in";
-	# with marks, every waiter's gate starts once all are connected (each
-	# waits for the others' marks): no slot frees before the test looks
-	# (a loaded machine took longer than max_timeout to start 20 psql, and
-	# the first waiters had timed out and left)
-	my @w = map {
-		rg_bg_start($standby,
-			$mark
-			? [ "\\! touch $marks.$_",
-				"\\! while [ \$(ls $marks.* | wc -l) -lt $n ]; do sleep 0.02; done", $gate ]
-			: $gate,
-			"${name}_$_")
-	} 1 .. $n;
-	unless ($mark)
+	my $sessions = "FROM pg_stat_activity WHERE application_name LIKE '${name}\\_%'";
+	my $until = "[ \$(ls $marks.* | wc -l) -lt $n ]" . ($go ? " || [ ! -e $go ]" : '');
+	for (1 .. 5)
 	{
-		rg_pid_of($standby, "${name}_$_") for 1 .. $n;
+		my @w = map {
+			rg_bg_start($standby, [ "\\! touch $marks.$_", "\\! while $until; do sleep 0.02; done", $gate ],
+				"${name}_$_")
+		} 1 .. $n;
+		return @w if $go;
+		for (1 .. 1200)
+		{
+			my ($asleep, $in) = split /\|/, $standby->safe_psql('postgres',
+				"SELECT count(*) FILTER (WHERE wait_event_type = 'Extension' OR wait_event LIKE 'WaitForWal%'), "
+				  . "count(*) $sessions");
+			if ($asleep == $n)
+			{
+				$_->{start} = [gettimeofday] for @w;
+				return @w;
+			}
+			last if $in < $n && scalar(() = glob("$marks.*")) == $n;
+			sleep 0.05;
+		}
+		rg_bg_finish($_) for @w;
+		unlink glob("$marks.*");
+		$standby->poll_query_until('postgres', "SELECT count(*) = 0 $sessions")
+		  or die "the waiters of $name never left";
 	}
-	return @w;
+	die "the $n waiters of $name never all slept at once";
 }
 
 # Every waiter ended in time, and none claimed a target it had not replayed.
+# A gate that returned says how long it waited, in the server: the test's
+# clock, when it collects the waiter, adds what a loaded machine delays
+# the test by (the crowd's were collected after a connection attempt of
+# 6.6 s); it tells only for a waiter that ended by an error.  Sets result:
+# the gate's and the replay check's.
 sub check_waiters
 {
 	my ($what, @w) = @_;
@@ -65,9 +88,12 @@ sub check_waiters
 	foreach my $h (@w)
 	{
 		rg_bg_finish($h);
-		$late++ if $h->{elapsed} > $hang;
-		$lied++ if $h->{stdout} eq 't|f';
-		$ended++ if $h->{stdout} =~ /^[tf]\|[tf]$/ || $h->{stderr} =~ /ERROR|FATAL|terminat/;
+		my $waited;
+		($h->{result}, $waited) = $h->{stdout} =~ /^([tf]\|[tf])\|([0-9.]+)$/;
+		$h->{result} //= '';
+		$late++ if ($waited // $h->{elapsed}) > $hang;
+		$lied++ if $h->{result} eq 't|f';
+		$ended++ if $h->{result} ne '' || $h->{stderr} =~ /ERROR|FATAL|terminat/;
 	}
 	is($ended, scalar @w, "$what: every waiter ended");
 	is($late, 0, "$what: none waited past max_timeout");
@@ -114,7 +140,7 @@ $token = $primary->safe_psql('postgres',
 @w = waiters(3, $token, 'paused');
 sleep $max_timeout + 1;
 check_waiters('replay paused past max_timeout', @w);
-is($w[0]->{stdout}, 'f|f', 'a paused waiter times out: false, and its target is indeed not replayed');
+is($w[0]->{result}, 'f|f', 'a paused waiter times out: false, and its target is indeed not replayed');
 
 # --- the replay watcher is terminated while sessions wait (13 to 18) ------------
 SKIP:
@@ -126,7 +152,7 @@ SKIP:
 		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'replica_gate replay watcher'");
 	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 	check_waiters('watcher terminated', @w);
-	is(join(',', map { $_->{stdout} } @w), 't|t,t|t,t|t',
+	is(join(',', map { $_->{result} } @w), 't|t,t|t,t|t',
 		'the waiters fell back to polling and saw their target replayed');
 	ok( $standby->poll_query_until('postgres',
 			"SELECT count(*) = 1 FROM pg_stat_activity WHERE backend_type = 'replica_gate replay watcher'"),
@@ -141,19 +167,24 @@ $standby->safe_psql('postgres', 'SELECT pg_wal_replay_pause()');
 $token = $primary->safe_psql('postgres',
 	'INSERT INTO t VALUES (4); SELECT replica_gate.last_commit_token()');
 # No connection of the test's own until all 20 are in: it could take the
-# last slot from a waiter.  Each waiter marks a file once connected.
-@w = waiters(20, $token, 'crowd', 1);
+# last slot from a waiter.  Each waiter marks a file once connected, and
+# starts its gate once the test has tried to connect: none has timed out
+# and left before the attempt, however late a loaded machine lets the test
+# make it (6.6 s once, when the gates started with the last mark).
+my $go = $standby->basedir . '/crowd_go';
+@w = waiters(20, $token, 'crowd', $go);
 my $marks = $standby->basedir . '/crowd_in';
 my $waited = 0;
 sleep 0.05 while ($waited++ < 2400 && scalar(() = glob("$marks.*")) < 20);
 is(scalar(() = glob("$marks.*")), 20, 'the 20 waiters are connected');
-# their gates start now: their time to max_timeout counts from here
-$_->{start} = [gettimeofday] for @w;
 my ($ret, $out, $err) = $standby->psql('postgres', 'SELECT 1');
 like($err, qr/too many clients|remaining connection slots/,
 	'every connection slot is taken by a waiter');
+# their gates start now: their time to max_timeout counts from here
+PostgreSQL::Test::Utils::append_to_file($go, '');
+$_->{start} = [gettimeofday] for @w;
 check_waiters('all connection slots taken', @w);
-is(scalar(grep { $_->{stdout} eq 'f|f' } @w), 20, 'all 20 timed out, none claimed the write');
+is(scalar(grep { $_->{result} eq 'f|f' } @w), 20, 'all 20 timed out, none claimed the write');
 
 # --- the standby restarts under waiters -------------------------------------------
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');

@@ -83,7 +83,7 @@ my $sync = $primary->safe_psql('postgres',
 is( $standby->safe_psql(
 		'postgres', qq{
 SELECT replica_gate.require_lsn('$sync', 10000);
-SELECT replica_gate.require_fresh('1 s', 2000);
+SELECT replica_gate.require_fresh('1 s', 10000);
 SELECT count(*) FROM async_t WHERE v > 0;}),
 	"\n\n1",
 	'after a synchronous commit: require_fresh passes, the row is there');
