@@ -43,7 +43,9 @@ use Time::HiRes qw(usleep);
 my $W = 1000;
 my ($primary, $standby) = rg_primary_standby(
 	primary_conf => "autovacuum = off\nreplica_gate.commit_wait = '${W}ms'\n",
-	standby_conf => "wal_receiver_status_interval = '10s'\n");
+	# (its WAL receiver, once its WAL sender is terminated, connects again
+	# only after 5 s: pg_receivewal takes the freed slot before it)
+	standby_conf => "wal_receiver_status_interval = '10s'\nwal_retrieve_retry_interval = '5s'\n");
 rg_strong_counter($primary, '300ms');
 $primary->safe_psql('postgres', 'CREATE ROLE mallory LOGIN');
 $primary->safe_psql('postgres', 'CREATE TABLE w AS SELECT generate_series(1, 10) AS id, 0 AS v');
