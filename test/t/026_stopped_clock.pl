@@ -100,8 +100,11 @@ my $writer = rg_bg_start($primary,
 	[ 'SET replica_gate.pay_commit_wait = off',
 	  map { 'INSERT INTO ticks VALUES (1); SELECT pg_sleep(0.02)' } 1 .. 60 ], 'writer');
 $primary->safe_psql('postgres', 'UPDATE t SET v = 2');
-is($primary->safe_psql('postgres', 'SELECT count(behind) FROM replica_gate.leases()'), '1',
-	"the commit was acknowledged once the frozen standby's lease expired, unapplied");
+# (whether it marks the standby behind depends on where in the lease it
+# came: not in its last W/2, issue 51)
+is($primary->safe_psql('postgres',
+	'SELECT count(*) FROM replica_gate.leases() WHERE expires_in_ms > 0'),
+	'0', "the commit was acknowledged once the frozen standby's lease expired, unapplied");
 usleep(200_000);
 my $paused = tv_interval($frozen);
 
