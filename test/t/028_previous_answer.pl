@@ -90,12 +90,14 @@ for my $attempt (1 .. 20)
 	note("attempt $attempt: served locally, read $read, committed $value");
 }
 {
-	# Since 6 December 2026 most attempts ask instead (1 to 3 of 20 served
-	# locally on 13 to 16, a quiet 15 too, where all were before): the new
-	# answer's lease is not granted within 2 s of the worker's resume.  Not
-	# understood yet (issue 51's closing note); the check below, that none
-	# served locally was stale, still holds for those that were.
-	local $TODO = 'a new answer right after an expired one is rarely served locally';
+	# Under load (four versions' suites side by side on 2 cores, or other
+	# tests beside it) most attempts ask instead: 0 to 3 of 20 were served
+	# locally on 13, 14 and 16 on 6 December 2026, where a quiet machine
+	# reaches 3 in a few attempts: the new answer's lease is not granted
+	# within 2 s of the worker's resume.  Not understood yet (that day's
+	# closing note); the check below, that none served locally was stale,
+	# still holds for those that were.
+	local $TODO = 'under load a new answer right after an expired one is rarely served locally';
 	cmp_ok($counted, '>=', 3, "reads served with a new answer right after an expired one ($counted)");
 }
 is($wrong, 0, 'none of them returned the value from before the commit');

@@ -43,9 +43,7 @@ use Time::HiRes qw(usleep);
 my $W = 1000;
 my ($primary, $standby) = rg_primary_standby(
 	primary_conf => "autovacuum = off\nreplica_gate.commit_wait = '${W}ms'\n",
-	# (its WAL receiver, once its WAL sender is terminated, connects again
-	# only after 5 s: pg_receivewal takes the freed slot before it)
-	standby_conf => "wal_receiver_status_interval = '10s'\nwal_retrieve_retry_interval = '5s'\n");
+	standby_conf => "wal_receiver_status_interval = '10s'\n");
 rg_strong_counter($primary, '300ms');
 $primary->safe_psql('postgres', 'CREATE ROLE mallory LOGIN');
 $primary->safe_psql('postgres', 'CREATE TABLE w AS SELECT generate_series(1, 10) AS id, 0 AS v');
@@ -103,7 +101,12 @@ my $old = $sender_pid->($standby->name);
 my $before = $primary->safe_psql('postgres', 'SELECT v FROM counter');
 
 # the standby's lease granted once more (this session is of its WAL
-# sender's role and host, as its question), then its WAL sender ends
+# sender's role and host, as its question), then its WAL sender ends; the
+# standby's startup process, stopped meanwhile, cannot start a new WAL
+# receiver before pg_receivewal has taken the freed slot (on 13 one came
+# back first)
+my ($startup) = split /\s+/, `pgrep -P $standby->{_pid} -f 'startup'`;
+kill 'STOP', $startup;
 rg_session_query($ps, "SELECT granted FROM pg_stat_replication r, replica_gate.grant_lease(r.pid, r.backend_start) WHERE r.pid = $old; SELECT pg_terminate_backend($old);");
 $until->("NOT EXISTS (SELECT FROM pg_stat_get_wal_senders() WHERE pid = $old)");
 my $archive = tempdir(CLEANUP => 1);
@@ -125,6 +128,7 @@ UPDATE counter SET v = v + 1;
 my $remaining = rg_session_query($ps,
 	"SELECT coalesce(max(expires_in_ms), 0) FROM replica_gate.leases() WHERE sender_pid = $old;");
 my $after = $strong_read->();
+kill 'CONT', $startup;
 is($senders, 1, 'pg_receivewal streams, from the slot the WAL sender left (the first free one)');
 cmp_ok($gone, '>', 200,
 	"the lease of the WAL sender that left is still listed under its pid ($gone ms left), pg_receivewal's granted or not");
