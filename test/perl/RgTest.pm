@@ -22,7 +22,8 @@ our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
   rg_probe_time rg_queued_ns rg_token_lsn rg_woke_at rg_median rg_watcher_runs rg_replay_holds
   rg_conflict_sampler rg_conflict_longest rg_pause_replay rg_build_client
-  rg_pgbouncer rg_strong_counter RG_WAKE_BOUND_MS rg_session rg_session_query);
+  rg_pgbouncer rg_strong_counter RG_WAKE_BOUND_MS rg_session rg_session_query
+  rg_session_until);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -98,6 +99,26 @@ sub rg_session_query
 	(my $out = $h->{out}) =~ s/__rg_done__\n\z//;
 	chomp $out;
 	return $out;
+}
+
+# rg_session_until($h, $cond, $seconds)
+#	Poll the SQL condition $cond every 5 ms in the session $h, in the
+#	server (no process starts between looks: little time passes between
+#	the condition and the statement after it), for at most $seconds (20 if
+#	undef).  True once it holds, false if it never did.
+sub rg_session_until
+{
+	my ($h, $cond, $seconds) = @_;
+	my $looks = int(($seconds // 20) * 200);
+	my $out = rg_session_query($h, qq{DO \$\$BEGIN
+  FOR i IN 1 .. $looks LOOP
+    PERFORM pg_stat_clear_snapshot();
+    IF $cond THEN RAISE NOTICE 'rg_session_until: held'; RETURN; END IF;
+    PERFORM pg_sleep(0.005);
+  END LOOP;
+END\$\$;});
+	die $out if $out =~ /ERROR/;
+	return $out =~ /rg_session_until: held/;
 }
 
 # rg_bg_finish($h)

@@ -84,15 +84,7 @@ my $hold_lease = sub {
 my $ps = rg_session($primary);
 my $until = sub {
 	my ($cond) = @_;
-	my $out = rg_session_query($ps, qq{DO \$\$BEGIN
-  FOR i IN 1 .. 4000 LOOP
-    PERFORM pg_stat_clear_snapshot();
-    IF $cond THEN RETURN; END IF;
-    PERFORM pg_sleep(0.005);
-  END LOOP;
-  RAISE EXCEPTION 'never: %', \$c\$$cond\$c\$;
-END\$\$;});
-	die $out if $out =~ /ERROR/;
+	rg_session_until($ps, $cond) or die "never: $cond";
 };
 ok($hold_lease->(), 'the standby holds a lease');
 rg_pause_replay($standby);
