@@ -364,21 +364,18 @@ rg_upstream_wanted(RgUpstreamKey *key, XLogRecPtr *start)
 /*
  * rg_upstream_receiver_name
  *		The application_name the WAL receiver connects with (a literal for
- *		conn): primary_conninfo's, else PGAPPNAME, else cluster_name or
- *		"walreceiver" (libpqwalreceiver's fallback), cut as the server cuts
- *		it.
+ *		conn): primary_conninfo's ("receiver", parsed), else PGAPPNAME, else
+ *		cluster_name or "walreceiver" (libpqwalreceiver's fallback), cut as
+ *		the server cuts it.
  */
 static char *
-rg_upstream_receiver_name(PGconn *conn)
+rg_upstream_receiver_name(PGconn *conn, const RgRemoteOptions *receiver)
 {
-	RgRemoteOptions options = {0};
-	const char *name = NULL;
+	const char *name = rg_remote_get(receiver, "application_name");
 	char		cut[NAMEDATALEN];
 	char	   *literal;
 	char	   *result;
 
-	if (rg_remote_add_conninfo(&options, PrimaryConnInfo))
-		name = rg_remote_get(&options, "application_name");
 	if (name == NULL)
 		name = getenv("PGAPPNAME");
 	if (name == NULL || name[0] == '\0')
@@ -396,22 +393,19 @@ rg_upstream_receiver_name(PGconn *conn)
 /*
  * rg_upstream_same_role
  *		Does the question's connection "conn" log in as the WAL receiver
- *		does (primary_conninfo's user, else libpq's default)?  Only then
- *		does the primary show it its own WAL sender's row (another role's
- *		rows hide their address and port: another standby's WAL sender of
- *		the question's role could be the one match), and only then may it
- *		be granted that WAL sender's lease (lease.c).
+ *		does (primary_conninfo's user, "receiver" parsed, else libpq's
+ *		default)?  Only then does the primary show it its own WAL sender's
+ *		row (another role's rows hide their address and port: another
+ *		standby's WAL sender of the question's role could be the one match),
+ *		and only then may it be granted that WAL sender's lease (lease.c).
  */
 static bool
-rg_upstream_same_role(PGconn *conn)
+rg_upstream_same_role(PGconn *conn, const RgRemoteOptions *receiver)
 {
-	RgRemoteOptions options = {0};
-	const char *user = NULL;
+	const char *user = rg_remote_get(receiver, "user");
 	PQconninfoOption *defaults = NULL;
 	bool		same;
 
-	if (rg_remote_add_conninfo(&options, PrimaryConnInfo))
-		user = rg_remote_get(&options, "user");
 	if (user == NULL && (defaults = PQconndefaults()) != NULL)
 	{
 		for (PQconninfoOption *o = defaults; o->keyword != NULL; o++)
@@ -447,12 +441,15 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 	const char *sender_start = "";
 	TimestampTz asked_at = 0;
 	PGresult   *res = NULL;
+	RgRemoteOptions receiver = {0};
 	char	   *name = NULL;
 	TimestampTz now;
 	int			delay_ms;
 	bool		ok = true;
 
-	if (conn != NULL && (name = rg_upstream_receiver_name(conn)) != NULL)
+	/* the WAL receiver's connection options (none if they do not parse) */
+	(void) rg_remote_add_conninfo(&receiver, PrimaryConnInfo);
+	if (conn != NULL && (name = rg_upstream_receiver_name(conn, &receiver)) != NULL)
 		res = rg_remote_query(conn,
 							  psprintf(RG_UPSTREAM_SQL, name,
 									   RG_SENDER_QUERY_PATTERN(rg_lsn_text(start),
@@ -486,7 +483,7 @@ rg_upstream_check(PGconn *conn, bool in_recovery, const RgUpstreamKey *key,
 		/* the lease goes to the WAL sender only if it is the only match */
 		if (strcmp(PQgetvalue(res, 0, 2), "1") == 0 &&
 			strlen(PQgetvalue(res, 0, 4)) < RG_SENDER_START_LEN &&
-			rg_upstream_same_role(conn))
+			rg_upstream_same_role(conn, &receiver))
 		{
 			sender_pid = atoi(PQgetvalue(res, 0, 3));
 			sender_start = PQgetvalue(res, 0, 4);

@@ -26,7 +26,6 @@ extern bool rg_registry_attach_watcher(void);
 extern void rg_registry_detach_watcher(void);
 extern int	rg_registry_wake(const XLogRecPtr *positions, bool wake_all);
 
-
 extern int	rg_arrival_open(void);
 extern bool rg_arrival_drain(int fd);
 #endif
