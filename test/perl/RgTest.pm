@@ -23,7 +23,7 @@ our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_probe_time rg_queued_ns rg_token_lsn rg_woke_at rg_median rg_watcher_runs rg_replay_holds
   rg_conflict_sampler rg_conflict_longest rg_pause_replay rg_build_client
   rg_pgbouncer rg_strong_counter RG_WAKE_BOUND_MS rg_session rg_session_query
-  rg_session_until);
+  rg_session_until rg_schedstat RG_IN_GATE);
 
 # rg_primary_standby(%opts)
 #	Start a primary (with replica_gate created) and a hot standby streaming
@@ -101,22 +101,23 @@ sub rg_session_query
 	return $out;
 }
 
-# rg_session_until($h, $cond, $seconds)
+# rg_session_until($h, $cond, $seconds, $then)
 #	Poll the SQL condition $cond every 5 ms in the session $h, in the
-#	server (no process starts between looks: little time passes between
-#	the condition and the statement after it), for at most $seconds (20 if
-#	undef).  True once it holds, false if it never did.
+#	server (no process starts between looks), for at most $seconds (20 if
+#	undef); then run the statements $then, if given, sent with the poll so
+#	that nothing of the test's own runs between the condition and them.
+#	True once the condition holds, false if it never did.
 sub rg_session_until
 {
-	my ($h, $cond, $seconds) = @_;
-	my $looks = int(($seconds // 20) * 200);
+	my ($h, $cond, $seconds, $then) = @_;
+	$seconds //= 20;
 	my $out = rg_session_query($h, qq{DO \$\$BEGIN
-  FOR i IN 1 .. $looks LOOP
+  WHILE clock_timestamp() < statement_timestamp() + interval '$seconds s' LOOP
     PERFORM pg_stat_clear_snapshot();
     IF $cond THEN RAISE NOTICE 'rg_session_until: held'; RETURN; END IF;
     PERFORM pg_sleep(0.005);
   END LOOP;
-END\$\$;});
+END\$\$;} . ($then // ''));
 	die $out if $out =~ /ERROR/;
 	return $out =~ /rg_session_until: held/;
 }
@@ -282,28 +283,37 @@ sub rg_watcher_runs
 	my ($node, $seconds) = @_;
 	my $pid = $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE backend_type = 'replica_gate replay watcher'");
-	my $runs = sub {
-		open(my $f, '<', "/proc/$pid/schedstat") or die "schedstat: $!";
-		my @fields = split ' ', <$f>;
-		close $f;
-		return $fields[2];
-	};
-	my $before = $runs->();
+	my $before = (rg_schedstat($pid))[2];
 	sleep $seconds;
-	return $runs->() - $before;
+	return (rg_schedstat($pid))[2] - $before;
 }
+
+# rg_schedstat($pid)
+#	/proc/PID/schedstat: the time the process ran and the time it waited
+#	for a CPU so far (ns), and how many times it was scheduled in.
+sub rg_schedstat
+{
+	my ($pid) = @_;
+	open(my $f, '<', "/proc/$pid/schedstat") or die "schedstat of $pid: $!";
+	my @fields = split ' ', <$f>;
+	close $f;
+	return @fields;
+}
+
+# RG_IN_GATE: an SQL condition on a pg_stat_activity row, true while its
+# session sleeps in a gate.  Gates show wait event type Extension, or on
+# 19+, where they wait in core's registry, core's WaitForWal* events.
+use constant RG_IN_GATE =>
+  "(wait_event_type = 'Extension' OR wait_event LIKE 'WaitForWal%')";
 
 # rg_pid_of($node, $appname)
 #	Wait until the session named $appname sleeps in a gate; return its pid.
-#	Gates show wait event type Extension, or on 19+, where they wait in
-#	core's registry, core's WaitForWal* events.
 sub rg_pid_of
 {
 	my ($node, $appname) = @_;
 	$node->poll_query_until('postgres',
 		"SELECT count(*) = 1 FROM pg_stat_activity
-		 WHERE application_name = '$appname'
-		   AND (wait_event_type = 'Extension' OR wait_event LIKE 'WaitForWal%')")
+		 WHERE application_name = '$appname' AND @{[RG_IN_GATE]}")
 	  or die "session $appname never started waiting";
 	return $node->safe_psql('postgres',
 		"SELECT pid FROM pg_stat_activity WHERE application_name = '$appname'");

@@ -17,7 +17,7 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RgTest;
 use Test::More;
-use Time::HiRes qw(gettimeofday sleep);
+use Time::HiRes qw(gettimeofday sleep tv_interval);
 
 # Every wait is cut to 3 s; a waiter that is still there 4 s later hangs.
 my $max_timeout = 3;
@@ -54,11 +54,11 @@ sub waiters
 				"${name}_$_")
 		} 1 .. $n;
 		return @w if $go;
-		for (1 .. 1200)
+		my $looking = [gettimeofday];
+		while (tv_interval($looking) < 60)
 		{
 			my ($asleep, $in) = split /\|/, $standby->safe_psql('postgres',
-				"SELECT count(*) FILTER (WHERE wait_event_type = 'Extension' OR wait_event LIKE 'WaitForWal%'), "
-				  . "count(*) $sessions");
+				"SELECT count(*) FILTER (WHERE @{[RG_IN_GATE]}), count(*) $sessions");
 			if ($asleep == $n)
 			{
 				$_->{start} = [gettimeofday] for @w;
@@ -67,7 +67,11 @@ sub waiters
 			last if $in < $n && scalar(() = glob("$marks.*")) == $n;
 			sleep 0.05;
 		}
+		# (those started anew are checked as the others: none may claim a
+		# target that was not replayed)
 		rg_bg_finish($_) for @w;
+		$_->{stdout} !~ /^t\|f\|/ or die "a waiter of $name claimed a target not replayed: $_->{stdout}"
+		  for @w;
 		unlink glob("$marks.*");
 		$standby->poll_query_until('postgres', "SELECT count(*) = 0 $sessions")
 		  or die "the waiters of $name never left";
@@ -147,10 +151,19 @@ SKIP:
 {
 	skip 'PostgreSQL 19+ has no replay watcher: core wakes waiters', 6
 	  if rg_core_wait($standby);
+	# The watcher is terminated and, once it has exited, replay resumes, in
+	# one statement: two psql started one after the other on a loaded
+	# machine resumed replay after the gates' max_timeout.
 	@w = waiters(3, $token, 'watcher');
-	$standby->safe_psql('postgres',
-		"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE backend_type = 'replica_gate replay watcher'");
-	$standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
+	$standby->safe_psql('postgres', q{DO $$BEGIN
+  PERFORM pg_terminate_backend(pid) FROM pg_stat_activity
+    WHERE backend_type = 'replica_gate replay watcher';
+  WHILE EXISTS (SELECT FROM pg_stat_activity WHERE backend_type = 'replica_gate replay watcher') LOOP
+    PERFORM pg_sleep(0.001);
+    PERFORM pg_stat_clear_snapshot();
+  END LOOP;
+  PERFORM pg_wal_replay_resume();
+END$$});
 	check_waiters('watcher terminated', @w);
 	is(join(',', map { $_->{result} } @w), 't|t,t|t,t|t',
 		'the waiters fell back to polling and saw their target replayed');

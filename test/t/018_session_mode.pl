@@ -120,7 +120,7 @@ $bg->{run} = IPC::Run::start(
 	'<', \undef, '>', \$bg->{out}, '2>', \$bg->{err},
 	IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 ok( $standby->poll_query_until('postgres',
-		"SELECT wait_event_type = 'Extension' OR wait_event LIKE 'WaitForWal%' FROM pg_stat_activity WHERE application_name = 'waiting_reader'"),
+		"SELECT @{[RG_IN_GATE]} FROM pg_stat_activity WHERE application_name = 'waiting_reader'"),
 	'a strong read waits');
 is( $standby->safe_psql('postgres',
 		"SELECT backend_xmin IS NULL, backend_xid IS NULL FROM pg_stat_activity WHERE application_name = 'waiting_reader'"),
@@ -197,7 +197,7 @@ $bg = rg_bg_start($standby,
 	[ "SET replica_gate.default_timeout = '10s'", "SET replica_gate.read_after = '$token'",
 	  'SELECT 1', 'SELECT v FROM counter' ], 'floor_reader');
 ok( $standby->poll_query_until('postgres',
-		"SELECT wait_event_type = 'Extension' OR wait_event LIKE 'WaitForWal%' FROM pg_stat_activity WHERE application_name = 'floor_reader'"),
+		"SELECT @{[RG_IN_GATE]} FROM pg_stat_activity WHERE application_name = 'floor_reader'"),
 	'a read under the floor waits');
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 rg_bg_finish($bg);

@@ -136,7 +136,7 @@ for my $name (sort keys %routers)
 	foreach (1 .. 100)
 	{
 		$waiting = $standby->safe_psql('postgres',
-			"SELECT count(*) FROM pg_stat_activity WHERE (wait_event_type = 'Extension' OR wait_event LIKE 'WaitForWal%') AND backend_type = 'client backend'");
+			"SELECT count(*) FROM pg_stat_activity WHERE @{[RG_IN_GATE]} AND backend_type = 'client backend'");
 		last if $waiting == 2;
 		sleep 0.1;
 	}

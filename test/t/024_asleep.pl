@@ -54,20 +54,12 @@ for my $form (sort keys %forms)
 	$pid{$form} = rg_pid_of($standby, "asleep_$form");
 }
 
-# A process's schedstat: the time it ran and the time it waited for a CPU
-# (ns), and the number of times it was scheduled in.
-my $schedstat = sub {
-	open(my $f, '<', "/proc/$_[0]/schedstat") or die "schedstat: $!";
-	my @fields = split ' ', <$f>;
-	close $f;
-	return @fields;
-};
 sleep 1;    # past the first look at replay
-my %before = map { ($_ => ($schedstat->($pid{$_}))[2]) } keys %pid;
+my %before = map { ($_ => (rg_schedstat($pid{$_}))[2]) } keys %pid;
 sleep 3;
 for my $form (sort keys %pid)
 {
-	my $per_s = (($schedstat->($pid{$form}))[2] - $before{$form}) / 3;
+	my $per_s = ((rg_schedstat($pid{$form}))[2] - $before{$form}) / 3;
 	cmp_ok($per_s, '<=', 20, "$form: a waiting session wakes at most 20 times a second ($per_s)");
 }
 
@@ -78,7 +70,7 @@ for my $form (sort keys %pid)
 # sees replay pass.
 my $probe = rg_probe_start($standby, $token, 'probe', @wakers);
 sleep 1;
-my %queued = map { ($_ => ($schedstat->($pid{$_}))[1]) } keys %pid;
+my %queued = map { ($_ => (rg_schedstat($pid{$_}))[1]) } keys %pid;
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 my ($passed, @wakers_queued) = rg_probe_time($probe);
 for my $form (sort keys %h)

@@ -88,7 +88,12 @@ cmp_ok(local_reads(), '>=', 5, 'strong reads are served without a question');
 my $postmaster = $standby->{_pid};
 my @children = split /\s+/, `pgrep -P $postmaster`;
 my ($worker) = split /\s+/, `pgrep -P $postmaster -f 'replica_gate question'`;
-ok($worker, "the question worker runs ($worker)");
+($worker // '') =~ /^\d+$/ or die 'no question worker';
+pass("the question worker runs ($worker)");
+# (a test that dies while they are stopped must not leave them so)
+my @stopped;
+END { kill 'CONT', @stopped if @stopped }
+@stopped = ($postmaster, @children);
 rg_pause_replay($standby);
 like(strong_read(), qr/^saw 1$/, 'the read before the pause sees the old value');
 my $frozen = [gettimeofday];
@@ -99,12 +104,12 @@ kill 'STOP', $postmaster, @children;
 my $writer = rg_bg_start($primary,
 	[ 'SET replica_gate.pay_commit_wait = off',
 	  map { 'INSERT INTO ticks VALUES (1); SELECT pg_sleep(0.02)' } 1 .. 60 ], 'writer');
-$primary->safe_psql('postgres', 'UPDATE t SET v = 2');
-# (whether it marks the standby behind depends on where in the lease it
-# came: not in its last W/2, issue 51)
-is($primary->safe_psql('postgres',
-	'SELECT count(*) FROM replica_gate.leases() WHERE expires_in_ms > 0'),
-	'0', "the commit was acknowledged once the frozen standby's lease expired, unapplied");
+# The commit begins while the frozen standby's lease is live, and returns
+# once it has expired (whether it marks the standby behind depends on where
+# in the lease it came: not in its last W / 2, issue 51).
+my $live = 'SELECT count(*) FROM replica_gate.leases() WHERE expires_in_ms > 0';
+is($primary->safe_psql('postgres', "$live; UPDATE t SET v = 2; $live"), "1\n0",
+	"the commit was acknowledged once the frozen standby's lease expired, unapplied");
 usleep(200_000);
 my $paused = tv_interval($frozen);
 
@@ -158,7 +163,9 @@ cmp_ok(local_reads(), '>=', 5, 'stepped: strong reads are served without a quest
 # (its question worker held, so that no answer asked after the step comes)
 my $stepped_pm = $stepped->{_pid};
 ($worker) = split /\s+/, `pgrep -P $stepped_pm -f 'replica_gate question'`;
-ok($worker, "stepped: the question worker runs ($worker)");
+($worker // '') =~ /^\d+$/ or die 'stepped: no question worker';
+pass("stepped: the question worker runs ($worker)");
+@stopped = ($worker);
 strong_read();
 kill 'STOP', $worker;
 open $fh, '>', $wall or die "could not write $wall: $!";

@@ -98,6 +98,8 @@ my $before = $primary->safe_psql('postgres', 'SELECT v FROM counter');
 # receiver before pg_receivewal has taken the freed slot (on 13 one came
 # back first)
 my ($startup) = split /\s+/, `pgrep -P $standby->{_pid} -f 'startup'`;
+($startup // '') =~ /^\d+$/ or die 'no startup process';
+END { kill 'CONT', $startup if $startup }
 kill 'STOP', $startup;
 rg_session_query($ps, "SELECT granted FROM pg_stat_replication r, replica_gate.grant_lease(r.pid, r.backend_start) WHERE r.pid = $old; SELECT pg_terminate_backend($old);");
 $until->("NOT EXISTS (SELECT FROM pg_stat_get_wal_senders() WHERE pid = $old)");
