@@ -376,6 +376,13 @@ byte ans[WP + 1];
 /* Steps shared by several processes                                   */
 /* ------------------------------------------------------------------ */
 
+/* F(0); F(1): F, an inline of one slot, for each slot */
+#if NSLOT > 1
+#define EACH_SLOT(F)	F(0); F(1)
+#else
+#define EACH_SLOT(F)	F(0)
+#endif
+
 /*
  * Retire slot I's current lease into its gone lease, with applied A (x1,
  * and g2 when the slot's lease names another pid).  Only a live lease
@@ -510,7 +517,28 @@ inline entry_gone(I)
  * label "pollfail" (it polls again).  The code reads its clock once per
  * poll; each step here reads the clock afresh, later, and every test of
  * the clock is "now >= expires": a superset of the code's releases.
+ *
+ * apply_check: the sender's part, on "need", the pid of the slot's live
+ * lease (0: none): slot I's sender must be that pid and report apply
+ * >= LSN.
  */
+inline apply_check(I, LSN)
+{
+	if
+	:: need != 0 && !(spid[I] == need && REP(I) >= LSN) -> goto pollfail
+	:: need != 0 && spid[I] == need && REP(I) >= LSN ->
+#ifndef SPLIT_APPLY
+		printf("@    poll: slot %d's lease is sender %d's, live; sender %d (of S%d) there reports apply %d\n",
+		       I, need, spid[I], s2[I] + 1, REP(I));
+#else
+		printf("@    poll: sender %d in slot %d (now of S%d) reports apply %d\n",
+		       spid[I], I, s2[I] + 1, REP(I));
+#endif
+		need = 0
+	:: need == 0
+	fi
+}
+
 inline slot_check(I, LSN)
 {
 	atomic {
@@ -526,33 +554,26 @@ inline slot_check(I, LSN)
 		:: else -> need = 0
 		fi;
 #ifndef SPLIT_APPLY
-		if
-		:: need != 0 && !(spid[I] == need && REP(I) >= LSN) -> goto pollfail
-		:: need != 0 && spid[I] == need && REP(I) >= LSN ->
-			printf("@    poll: slot %d's lease is sender %d's, live; sender %d (of S%d) there reports apply %d\n",
-			       I, need, spid[I], s2[I] + 1, REP(I));
-			need = 0
-		:: need == 0
-		fi
+		apply_check(I, LSN)
+	}
 #else
 		if
 		:: need != 0 ->
 			printf("@    poll: slot %d's lease is sender %d's, live\n", I, need)
 		:: else
 		fi
+	}
+	/* the sender's pid and apply, in a critical section of their own */
+	atomic { apply_check(I, LSN) }
 #endif
-	}
-#ifdef SPLIT_APPLY
-	atomic {
-		if
-		:: need != 0 && !(spid[I] == need && REP(I) >= LSN) -> goto pollfail
-		:: need != 0 && spid[I] == need && REP(I) >= LSN ->
-			printf("@    poll: sender %d in slot %d (now of S%d) reports apply %d\n",
-			       spid[I], I, s2[I] + 1, REP(I));
-			need = 0
-		:: need == 0
-		fi
-	}
+}
+
+/* c5 and p4: a poll of every slot (see slot_check) */
+inline poll_slots(LSN)
+{
+	slot_check(0, LSN);
+#if NSLOT > 1
+	slot_check(1, LSN)
 #endif
 }
 
@@ -581,6 +602,20 @@ inline exit_retire(I)
 
 #define OLDER(a, cap)	if :: (a) > 0 && (a) < (cap) -> a++ :: else fi
 
+/* a tick: slot I's leases run out; an expired lease is no lease */
+inline leases_age(I)
+{
+	if :: crem[I] > 0 -> crem[I]--; if :: crem[I] == 0 -> cpid[I] = 0 :: else fi :: else fi;
+	if :: grem[I] > 0 -> grem[I]--; if :: grem[I] == 0 -> gapp[I] = 0 :: else fi :: else fi
+}
+
+/* a restart: slot I's sender and leases are lost */
+inline slot_lost(I)
+{
+	spid[I] = 0; s2[I] = 0; sup[I] = 0;
+	cpid[I] = 0; crem[I] = 0; grem[I] = 0; gapp[I] = 0
+}
+
 /* ------------------------------------------------------------------ */
 /* Processes                                                           */
 /* ------------------------------------------------------------------ */
@@ -591,13 +626,7 @@ proctype Tick()
 	do
 	:: atomic {
 		printf("@tick\n");
-		/* leases run out; an expired lease is no lease */
-		if :: crem[0] > 0 -> crem[0]--; if :: crem[0] == 0 -> cpid[0] = 0 :: else fi :: else fi;
-		if :: grem[0] > 0 -> grem[0]--; if :: grem[0] == 0 -> gapp[0] = 0 :: else fi :: else fi;
-#if NSLOT > 1
-		if :: crem[1] > 0 -> crem[1]--; if :: crem[1] == 0 -> cpid[1] = 0 :: else fi :: else fi;
-		if :: grem[1] > 0 -> grem[1]--; if :: grem[1] == 0 -> gapp[1] = 0 :: else fi :: else fi;
-#endif
+		EACH_SLOT(leases_age);
 		if :: lrem > 0 -> lrem-- :: else fi;
 		if :: arem > 0 -> arem-- :: else fi;
 		OLDER(psage, W + 1);
@@ -639,12 +668,12 @@ proctype Net()
 	 * between the two, more runs.  RETIRE_FIRST: the other order.
 	 */
 	:: atomic {
+		if
+		:: exits > 0 && sup[0] == 1 -> i = 0
 #if NSLOT > 1
-		exits > 0 && (sup[0] == 1 || sup[1] == 1) ->
-		if :: sup[0] == 1 -> i = 0 :: sup[1] == 1 -> i = 1 fi;
-#else
-		exits > 0 && sup[0] == 1 -> i = 0;
+		:: exits > 0 && sup[1] == 1 -> i = 1
 #endif
+		fi;
 		exits--;
 #ifndef RETIRE_FIRST
 		sup[i] = 0;
@@ -659,15 +688,12 @@ x1:		printf("@ x1: sender %d (of S%d) in slot %d exits: its identity entry goes\
 		i = 0
 	   }
 	:: atomic {
-#if NSLOT > 1
-		((spid[0] != 0 && sup[0] != 1) || (spid[1] != 0 && sup[1] != 1)) ->
 		if
 		:: spid[0] != 0 && sup[0] != 1 -> i = 0
+#if NSLOT > 1
 		:: spid[1] != 0 && sup[1] != 1 -> i = 1
-		fi;
-#else
-		spid[0] != 0 && sup[0] != 1 -> i = 0;
 #endif
+		fi;
 #ifndef RETIRE_FIRST
 		exit_retire(i);
 #else
@@ -684,12 +710,12 @@ x1:		printf("@ x1: sender %d (of S%d) in slot %d exits: its identity entry goes\
 	 * reused.  Its client: S1 (reconnecting) or another.
 	 */
 	:: atomic {
+		if
+		:: spid[0] == 0 -> i = 0
 #if NSLOT > 1
-		(spid[0] == 0 || spid[1] == 0) ->
-		if :: spid[0] == 0 -> i = 0 :: else -> i = 1 fi;
-#else
-		spid[0] == 0 -> i = 0;
+		:: spid[0] != 0 && spid[1] == 0 -> i = 1
 #endif
+		fi;
 #ifdef FRESH_PIDS
 		lastpid++;
 		p = lastpid;
@@ -764,15 +790,12 @@ q0c:	printf("@ q0c: S1's WAL receiver gets a message that sender %d sent after a
 	 * g1 and g2 in one step; its answer serves S1 nothing.
 	 */
 	:: atomic {
-#if NSLOT > 1
-		(ONAMES(0) || ONAMES(1)) ->
 		if
 		:: ONAMES(0) -> i = 0
+#if NSLOT > 1
 		:: ONAMES(1) -> i = 1
-		fi;
-#else
-		ONAMES(0) -> i = 0;
 #endif
+		fi;
 		p = spid[i];
 		if :: c = 1 :: c = 0 fi;
 		printf("@ g2: S2 (or anyone who may) asks for a lease for sender %d (of S%d) in slot %d\n",
@@ -848,12 +871,12 @@ proctype Worker()
 	bit gr;
 	do
 	:: atomic {
+		if
+		:: CAN_LOOK && ALONE(0, 1) -> i = 0
 #if NSLOT > 1
-		CAN_LOOK && (ALONE(0, 1) || ALONE(1, 0)) ->
-		if :: ALONE(0, 1) -> i = 0 :: ALONE(1, 0) -> i = 1 fi;
-#else
-		CAN_LOOK && ALONE(0, 0) -> i = 0;
+		:: CAN_LOOK && ALONE(1, 0) -> i = 1
 #endif
+		fi;
 		bel = spid[i];
 #ifdef MISIDENTIFY
 		idst = 2;
@@ -862,7 +885,8 @@ proctype Worker()
 #endif
 q0:		printf("@ q0: S1's question worker looks on the primary: sender %d (of S%d) in slot %d is the one WAL sender that matches S1's connection; asked_at = now\n",
 		       bel, s2[i] + 1, i);
-#if NSLOT > 1
+#if NSLOT > 1 && defined(EARLY_LOOK)
+		/* (S1's current sender matches unless EARLY_LOOK) */
 		if
 		:: cs != 0 && cs != i + 1 ->
 			printf("@ q0:    S1's sender %d in slot %d, live, is no match (its START_REPLICATION not shown yet)\n",
@@ -1097,10 +1121,7 @@ c5:		do
 			break
 		   }
 		:: atomic { !AGED(vage[id]) && fw && lrem > 0 -> skip };
-			slot_check(0, lsn);
-#if NSLOT > 1
-			slot_check(1, lsn);
-#endif
+			poll_slots(lsn);
 			atomic {
 				printf("@ c5: commit %d is released by its leases\n", lsn);
 				break
@@ -1168,10 +1189,7 @@ p4:		do
 		:: atomic { AGED(page) -> break }
 		:: atomic { !AGED(page) && fw && lrem == 0 -> break }
 		:: atomic { !AGED(page) && fw && lrem > 0 -> skip };
-			slot_check(0, L);
-#if NSLOT > 1
-			slot_check(1, L);
-#endif
+			poll_slots(L);
 			break;
 pollfail:	need = 0
 		od;
@@ -1199,12 +1217,7 @@ proctype Restart()
 	byte j;
 	atomic {
 		epoch++;
-		spid[0] = 0; s2[0] = 0; sup[0] = 0;
-		cpid[0] = 0; crem[0] = 0; grem[0] = 0; gapp[0] = 0;
-#if NSLOT > 1
-		spid[1] = 0; s2[1] = 0; sup[1] = 0;
-		cpid[1] = 0; crem[1] = 0; grem[1] = 0; gapp[1] = 0;
-#endif
+		EACH_SLOT(slot_lost);
 		paying = 0; arem = 0; psage = 0; lrem = 0;
 		/* every identity entry is gone, every connection, every session */
 		cs = 0;
