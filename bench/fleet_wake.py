@@ -12,10 +12,11 @@ and 6 of issue 51).  One command per use:
       (exact), plus the children it has reaped (cutime + cstime of the
       postmaster, in clock ticks: a backend that exits between two readings
       is counted at its exit).
-  waiting DIR PORT_P PORT_S W_MS K MODE LOG
+  waiting DIR PORT_P STANDBY W_MS K MODE LOG
       item 5: K pgbench clients on the primary, each blocked on an advisory
       lock this session holds; MODE "commit": once the standby's lease was
-      just renewed, every process of the standby is stopped (SIGSTOP) and
+      just renewed, every process of the standby (data directory
+      DIR/STANDBY) is stopped (SIGSTOP) and
       the lock released, so that K paying one-row UPDATEs wait for the
       frozen holder's lease; MODE "sleep": K sessions in pg_sleep(W).  Once
       all K wait, the primary's CPU (all its processes, schedstat) over the
@@ -29,8 +30,12 @@ and 6 of issue 51).  One command per use:
       minus the standby's reply time (pg_stat_replication.reply_time, read
       right after), in ms, one a line, to LOG.delays, and minus the moment
       the resume was sent.  MODE "ra": the same commits under
-      synchronous_commit = remote_apply, not paying (from the resume only:
-      the standby replies at each commit record).  Prints key=value.
+      synchronous_commit = remote_apply, not paying, timed from the resume
+      only (the standby replies at each commit record: no reply time to
+      count from).  Prints key=value.
+
+The /proc helpers (children, schedstat, reaped_ns) and the percentile (pct)
+are bench/replica_bench.py's.
 """
 import glob
 import os
@@ -43,28 +48,11 @@ import time
 import psycopg
 from psycopg import pq
 
-CLK_TCK = os.sysconf("SC_CLK_TCK")
+from replica_bench import children, pct, reaped_ns, schedstat
 
 
-def connect(host, port, user=None, options=None):
-    return psycopg.connect(host=host, port=int(port), dbname="postgres", user=user,
-                           autocommit=True, options=options)
-
-
-def children(pid):
-    """Pids whose parent is pid."""
-    kids = []
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
-            kids.append(int(name))
-    return kids
+def connect(host, port, user=None):
+    return psycopg.connect(host=host, port=int(port), dbname="postgres", user=user, autocommit=True)
 
 
 def postmaster(datadir):
@@ -72,60 +60,43 @@ def postmaster(datadir):
         return int(f.readline())
 
 
-def schedstat_ns(pid):
-    with open(f"/proc/{pid}/schedstat") as f:
-        return int(f.read().split()[0])
-
-
-def reaped_ns(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        stat = f.read()
-    fields = stat[stat.rindex(")") + 2:].split()
-    # fields[0] is field 3 (state): cutime and cstime are fields 16 and 17
-    return (int(fields[13]) + int(fields[14])) * 1_000_000_000 // CLK_TCK
+def cpu_ns(pid):
+    """ns on a core so far, None once the process has exited."""
+    try:
+        return schedstat(pid)[0]
+    except OSError:
+        return None
 
 
 def primary_cpu_ns(datadir):
     pm = postmaster(datadir)
-    total = schedstat_ns(pm) + reaped_ns(pm)
-    for kid in children(pm):
-        try:
-            total += schedstat_ns(kid)
-        except OSError:
-            pass        # exited since: counted in the postmaster's cutime next time
-    return total
+    # a child that exited since the listing is counted in the postmaster's
+    # cutime next time
+    return schedstat(pm)[0] + reaped_ns(pm) + sum(filter(None, map(cpu_ns, children(pm))))
 
 
 def freeze(datadir, sig):
+    """Send sig to the postmaster of datadir and its children (a process
+    that has exited is skipped)."""
     pm = postmaster(datadir)
-    pids = [pm] + children(pm)
-    for pid in pids:
+    for pid in [pm] + children(pm):
         try:
             os.kill(pid, sig)
         except ProcessLookupError:
             pass
-    return pids
 
 
 def pgbench_log(prefix):
-    """(completion epoch seconds, latency ms) of each client's first
+    """The completion times (epoch seconds) of each client's first
     transaction logged."""
-    rows = []
+    ends = []
     for path in glob.glob(prefix + "*"):
         with open(path) as f:
             for line in f:
                 x = line.split()
                 if x[1] == "1":
-                    rows.append((int(x[4]) + int(x[5]) / 1e6, int(x[2]) / 1000))
-    return rows
-
-
-def quantile(values, q):
-    v = sorted(values)
-    if not v:
-        return float("nan")
-    i = max(0, min(len(v) - 1, int(len(v) * q + 0.999999) - 1))
-    return v[i]
+                    ends.append(int(x[4]) + int(x[5]) / 1e6)
+    return ends
 
 
 class Launch:
@@ -137,16 +108,15 @@ class Launch:
     millisecond, and 100 at once would delay the commits still waiting)
     before finish() releases it.  Only the first run is measured."""
 
-    def __init__(self, ctl, host, port, k, script, log, paying, options=""):
+    def __init__(self, ctl, host, port, k, script, log, paying):
         self.ctl = ctl
         self.lk = connect(host, port)
         self.lk.execute("SELECT pg_advisory_lock(42)")
-        self.held = True
         for path in glob.glob(log + "*"):
             os.remove(path)
         with open(log + ".sql", "w") as f:
             f.write("SELECT pg_advisory_xact_lock_shared(42);\n" + script)
-        env = dict(os.environ, PGOPTIONS="-c replica_gate.pay_commit_wait=" + ("on" if paying else "off") + options)
+        env = dict(os.environ, PGOPTIONS="-c replica_gate.pay_commit_wait=" + ("on" if paying else "off"))
         self.out = open(log + ".out", "w")
         self.proc = subprocess.Popen(
             ["pgbench", "-h", host, "-p", str(port), "-n", "-c", str(k), "-j", str(min(k, 2)), "-t", "2",
@@ -173,15 +143,17 @@ class Launch:
             "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench' AND " + where
         ).fetchone()[0]
 
-    def wait_for(self, where, timeout, pause=0.005, fail=True):
+    def wait_for(self, where, timeout, pause=0.005):
         deadline = time.monotonic() + timeout
         while self.count(where) < self.k:
             if time.monotonic() > deadline or self.proc.poll() is not None:
-                if not fail:
-                    return False
                 raise SystemExit(f"fleet_wake: {self.k} sessions never had {where}; see {self.log}.out")
             time.sleep(pause)
-        return True
+
+
+def lease_left_ms(ctl):
+    """The longest time left of a lease (not behind), in ms; None if none."""
+    return ctl.execute("SELECT max(expires_in_ms) FROM replica_gate.leases() WHERE behind IS NULL").fetchone()[0]
 
 
 def fresh_lease(ctl, w_ms, share, timeout=10.0):
@@ -189,7 +161,7 @@ def fresh_lease(ctl, w_ms, share, timeout=10.0):
     left; returns the time left, in seconds."""
     deadline = time.monotonic() + timeout
     while True:
-        left = ctl.execute("SELECT max(expires_in_ms) FROM replica_gate.leases() WHERE behind IS NULL").fetchone()[0]
+        left = lease_left_ms(ctl)
         if left is not None and left >= share * w_ms:
             return left / 1000
         if time.monotonic() > deadline:
@@ -237,10 +209,11 @@ COMMIT_WAIT = ("(wait_event = 'ReplicaGateCommitWait'"
                " OR (wait_event_type = 'Extension' AND wait_event = 'Extension'))")
 
 
-def cmd_waiting(d, port_p, port_s, w_ms, k, mode, log):
+def cmd_waiting(d, port_p, standby, w_ms, k, mode, log):
     w_ms, k = float(w_ms), int(k)
     ctl = connect(d, port_p)
     pm = postmaster(os.path.join(d, "primary"))
+    sby = os.path.join(d, standby)
     if mode == "commit":
         script = "\\set id :client_id + 1\nUPDATE fleet SET v = v + 1 WHERE id = :id;\n"
         event = COMMIT_WAIT
@@ -248,18 +221,21 @@ def cmd_waiting(d, port_p, port_s, w_ms, k, mode, log):
         script = f"SELECT pg_sleep({w_ms / 1000});\n"
         event = "wait_event = 'PgSleep'"
     launch = Launch(ctl, d, port_p, k, script, log, paying=(mode == "commit"))
-    frozen = []
+    frozen = False
     try:
         if mode == "commit":
             fresh_lease(ctl, w_ms, 0.9)
-            frozen = freeze(os.path.join(d, "standby1"), signal.SIGSTOP)
+            freeze(sby, signal.SIGSTOP)
+            frozen = True
         released = time.time()
         launch.release()
         launch.wait_for(event, 5, pause=0.001)
         waiting = time.time()
         if mode == "commit":
-            left = ctl.execute("SELECT max(expires_in_ms) FROM replica_gate.leases()").fetchone()[0] / 1000
-            end_of_wait = time.time() + left
+            left = lease_left_ms(ctl)
+            if left is None:
+                raise SystemExit("fleet_wake: no lease left once all the commits waited")
+            end_of_wait = time.time() + left / 1000
         else:
             end_of_wait = released + w_ms / 1000
         pids = [pm] + children(pm)
@@ -269,26 +245,23 @@ def cmd_waiting(d, port_p, port_s, w_ms, k, mode, log):
             raise SystemExit(f"fleet_wake: the wait's middle is {end - start:.3f} s, too short to measure")
         time.sleep(max(0.0, start - time.time()))
         t0 = time.time()
-        before = {p: schedstat_ns(p) for p in pids}
+        before = {p: cpu_ns(p) for p in pids}
         time.sleep(max(0.0, end - time.time()))
-        after = {}
-        for p in pids:
-            try:
-                after[p] = schedstat_ns(p)
-            except OSError:
-                after[p] = None
+        after = {p: cpu_ns(p) for p in pids}
         t1 = time.time()
     finally:
         if frozen:
-            freeze(os.path.join(d, "standby1"), signal.SIGCONT)
-    rows = launch.finish()
-    gone = [p for p in pids if after[p] is None]
-    used = sum(after[p] - before[p] for p in pids if after[p] is not None) / 1e9
-    waker_used = (after[waker] - before[waker]) / 1e9 if waker in after and after[waker] is not None else 0.0
-    busiest = max((after[p] - before[p], p) for p in pids if after[p] is not None)
-    waits = [(c - released) * 1000 for c, _ in rows]
-    print(f"mode={mode} k={k} done={len(rows)} window_s={t1 - t0:.3f} window_from_ms={(t0 - waiting) * 1000:.0f}"
-          f" processes={len(pids)} gone={len(gone)} cores={used / (t1 - t0):.4f}"
+            freeze(sby, signal.SIGCONT)
+    ends = launch.finish()
+    # (a process that exited during the window is left out)
+    used_by = {p: after[p] - before[p] for p in pids if before[p] is not None and after[p] is not None}
+    gone = len(pids) - len(used_by)
+    used = sum(used_by.values()) / 1e9
+    waker_used = used_by.get(waker, 0) / 1e9
+    busiest = max((ns, p) for p, ns in used_by.items())
+    waits = [(c - released) * 1000 for c in ends]
+    print(f"mode={mode} k={k} done={len(ends)} window_s={t1 - t0:.3f} window_from_ms={(t0 - waiting) * 1000:.0f}"
+          f" processes={len(pids)} gone={gone} cores={used / (t1 - t0):.4f}"
           f" waker_cores={waker_used / (t1 - t0):.4f}"
           f" busiest_cores={busiest[0] / 1e9 / (t1 - t0):.4f} busiest_pid={busiest[1]}"
           f" wait_min_ms={min(waits):.1f} wait_max_ms={max(waits):.1f}")
@@ -432,14 +405,16 @@ def cmd_wake(d, port_p, port_s, app, w_ms, k, rounds, log, mode="pay"):
                        f" {early} before the resume, {len(before_reply)} before the reply read,"
                        f" reply {(reply - resumed) * 1000:.2f} ms after the resume")
             continue
-        delays += [(c - reply) * 1000 for c in ends]
+        if pay:
+            delays += [(c - reply) * 1000 for c in ends]
         from_resume += [(c - resumed) * 1000 for c in ends]
-    with open(log + ".delays", "w") as f:
-        f.write("".join(f"{x:.4f}\n" for x in delays))
-    print(f"k={k} rounds={rounds} valid_rounds={rounds - len(bad)} n={len(from_resume)}"
-          f" p50_ms={quantile(delays, 0.5):.3f} p99_ms={quantile(delays, 0.99):.3f}"
-          f" max_ms={max(delays, default=float('nan')):.3f} min_ms={min(delays, default=float('nan')):.3f}"
-          f" resume_p50_ms={quantile(from_resume, 0.5):.3f} resume_p99_ms={quantile(from_resume, 0.99):.3f}")
+    out = f"k={k} rounds={rounds} valid_rounds={rounds - len(bad)} n={len(from_resume)}"
+    if pay:
+        with open(log + ".delays", "w") as f:
+            f.write("".join(f"{x:.4f}\n" for x in delays))
+        out += (f" p50_ms={pct(delays, 0.5):.3f} p99_ms={pct(delays, 0.99):.3f}"
+                f" max_ms={max(delays, default=float('nan')):.3f} min_ms={min(delays, default=float('nan')):.3f}")
+    print(out + f" resume_p50_ms={pct(from_resume, 0.5):.3f} resume_p99_ms={pct(from_resume, 0.99):.3f}")
     for b in bad:
         print("invalid " + b, file=sys.stderr)
 

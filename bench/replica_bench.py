@@ -390,10 +390,8 @@ def tree_cpu_ns(pid):
     /proc/PID/schedstat: exact, where utime and stime are sampled on timer
     ticks and miss or overcharge processes that run in short bursts.
     Returns {pid: (ns, kind)}, kind from the process title (cpu_by_kind)."""
-    pids = [pid] + subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
-                                  text=True).stdout.split()
     ns = {}
-    for p in pids:
+    for p in [pid] + children(pid):
         try:
             used = schedstat(p)[0]
             with open(f"/proc/{p}/cmdline") as f:
@@ -402,6 +400,22 @@ def tree_cpu_ns(pid):
             continue
         ns[p] = (used, process_kind(title))
     return ns
+
+
+def children(pid):
+    """The pids whose parent is pid (pgrep -P)."""
+    return [int(p) for p in subprocess.run(["pgrep", "-P", str(pid)], capture_output=True,
+                                           text=True).stdout.split()]
+
+
+def reaped_ns(pid):
+    """CPU time of the children a process has reaped (cutime + cstime of
+    /proc/PID/stat, in clock ticks: a child is counted at its exit)."""
+    with open(f"/proc/{pid}/stat") as f:
+        stat = f.read()
+    fields = stat[stat.rindex(")") + 2:].split()
+    # fields[0] is field 3 (state): cutime and cstime are fields 16 and 17
+    return (int(fields[13]) + int(fields[14])) * 1_000_000_000 // os.sysconf("SC_CLK_TCK")
 
 
 def schedstat(pid):

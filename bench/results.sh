@@ -18,3 +18,50 @@ rg_results()
 		"$(git -c safe.directory="$src" -C "$src" describe --always --dirty 2>/dev/null ||
 			sed -n "s/^default_version = '\(.*\)'/\1/p" "$src/replica_gate.control")"
 }
+
+# rg_bench_env [VAR...] -- SCRIPT [ARG...]
+#	PG_CONFIG (Debian's 15 unless set), its bindir first in PATH, $major
+#	(its major version), for a build newer than 15 its libdir in
+#	LD_LIBRARY_PATH (the programs need its own libpq), and $src, the
+#	checkout.  As root, re-runs "bash SCRIPT ARG..." as postgres, from
+#	/tmp, with bench/results made its own, passing PATH, PG_CONFIG,
+#	LD_LIBRARY_PATH and the variables VAR... (empty when unset).
+rg_bench_env()
+{
+	local pass=() libdir script
+	while [ "$1" != -- ]; do pass+=("$1=${!1:-}"); shift; done
+	shift
+	export PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+	export PATH="$("$PG_CONFIG" --bindir):$PATH"
+	major=$("$PG_CONFIG" --version | sed 's/^PostgreSQL \([0-9]*\).*/\1/')
+	libdir=$("$PG_CONFIG" --libdir)
+	if [ "$major" -gt 15 ] && [[ ":${LD_LIBRARY_PATH:-}:" != *":$libdir:"* ]]; then
+		export LD_LIBRARY_PATH="$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+	fi
+	src=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+	if [ "$(id -u)" = 0 ]; then
+		script="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+		shift
+		mkdir -p "$src/bench/results" && chown postgres "$src/bench/results"
+		cd /tmp
+		exec runuser -u postgres -- env PATH="$PATH" PG_CONFIG="$PG_CONFIG" LD_LIBRARY_PATH="${LD_LIBRARY_PATH:-}" \
+			"${pass[@]}" bash "$script" "$@"
+	fi
+}
+
+# rg_tmpdir NAME
+#	$dir: a new directory $tmp/replica_gate_NAME.XXXXXX for the servers,
+#	$tmp being /dev/shm when it is writable, else /tmp.
+rg_tmpdir()
+{
+	tmp=/tmp
+	if [ -d /dev/shm ] && [ -w /dev/shm ]; then tmp=/dev/shm; fi
+	dir=$(mktemp -d "$tmp/replica_gate_$1.XXXXXX")
+}
+
+# rg_sql PORT SQL...: psql's unaligned rows of SQL on the server of $dir at
+# PORT, database postgres
+rg_sql() { local port=$1; shift; psql -X -At -h "$dir" -p "$port" -d postgres -c "$*"; }
+
+# rg_median VALUE...: the middle value (of an even count, the lower one)
+rg_median() { printf '%s\n' "$@" | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
