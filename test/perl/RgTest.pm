@@ -337,9 +337,9 @@ sub rg_token_lsn
 #	first, as the processes that the moment wakes preempt the probe,
 #	which has used up its time).  It marks when a waiter could first have
 #	returned; a standby cannot create a function, so it is a DO block.
-#	Returns once the probe runs (or replay passed): one that started after replay passed
-#	would note a later moment and hide a late waiter (rg_probe_time fails
-#	a probe that never spun).
+#	Returns once the probe runs, or replay passed: a probe that started
+#	after replay passed would note a later moment and hide a late waiter
+#	(rg_probe_time fails a probe that never spun).
 sub rg_probe_start
 {
 	my ($node, $target, $appname, @pids) = @_;
@@ -353,7 +353,8 @@ sub rg_probe_start
 		RAISE NOTICE 'passed at % after % spins, queued %', extract(epoch FROM clock_timestamp()), spins, queued;
 		END \$\$},
 		$appname);
-	# (or until replay passed: a probe that found it so at once is gone)
+	# (or until replay passed or recovery ended: a probe that found it so
+	# at once is gone)
 	$node->poll_query_until('postgres', qq{SELECT EXISTS (SELECT FROM pg_stat_activity
 		 WHERE application_name = '$appname' AND state = 'active')
 		 OR NOT pg_is_in_recovery() OR pg_last_wal_replay_lsn() >= '$lsn'})

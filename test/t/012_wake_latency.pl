@@ -45,8 +45,8 @@ sub record
 # return the waiter's lag behind the probe in ms, and the waiter's output.
 # Both must be in place before replay passes $target (the probe fails one
 # that never saw replay short of it): where only a timer holds replay back
-# ($early_ok), a round that came too late returns nothing, to be made
-# again; anywhere else the test fails.
+# ($early_ok), a round that came too late returns nothing (its waiter must
+# still have succeeded), to be made again; anywhere else the test fails.
 sub round
 {
 	my ($node, $target, $event, $name, $early_ok) = @_;
@@ -68,6 +68,7 @@ sub round
 	if (!defined $passed)
 	{
 		die $failed unless $early_ok && $failed =~ /at its first look/;
+		is($w->{stdout} =~ s/\n.*//sr, 't', "$name: the waiter of a round made again succeeded");
 		note("$name: replay passed the target before the waiter and the probe were in place");
 		return;
 	}
@@ -122,12 +123,16 @@ cause('streaming after idle', $bound_ms, sub {
 # The delay holds back commit records: the target is a commit's token, and
 # the waiter and the probe start after the commit.  If the delay ran out
 # first (starting them took over 1.5 s with four versions' suites side by
-# side on 2 cores), the round is made again with twice the delay.
+# side on 2 cores), the round is made again with twice the delay, up to
+# 16 s (the waiter's timeout is 30 s).
 my $delay_ms = 1000;
 sub apply_delay
 {
 	$standby->append_conf('postgresql.conf', "recovery_min_apply_delay = '${delay_ms}ms'");
 	$standby->reload;
+	$standby->poll_query_until('postgres', "SELECT setting = '$delay_ms'
+		FROM pg_settings WHERE name = 'recovery_min_apply_delay'")
+	  or die 'the standby never loaded the new recovery_min_apply_delay';
 }
 apply_delay();
 cause('end of apply delay', $bound_ms, sub {
@@ -135,7 +140,7 @@ cause('end of apply delay', $bound_ms, sub {
 	if ($try > 1)
 	{
 		die "the apply delay ran out before the waiter and the probe started, even at $delay_ms ms"
-		  if $delay_ms >= 32000;
+		  if $delay_ms >= 16000;
 		$delay_ms *= 2;
 		apply_delay();
 	}
