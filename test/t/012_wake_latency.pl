@@ -44,9 +44,11 @@ sub record
 # One round on $node: start a waiter and the probe for $target, run $event,
 # return the waiter's lag behind the probe in ms, and the waiter's output.
 # Both must be in place before replay passes $target (the probe fails one
-# that never saw replay short of it): where only a timer holds replay back
-# ($early_ok), a round that came too late returns nothing (its waiter must
-# still have succeeded), to be made again; anywhere else the test fails.
+# that never saw replay short of it).  Where something besides $event can
+# move replay past it first ($early_ok: a timer, or a record the idle
+# primary writes on its own, as the running transactions every 15 s), a
+# round that came too late returns nothing (its waiter must still have
+# succeeded), to be made again; anywhere else the test fails.
 sub round
 {
 	my ($node, $target, $event, $name, $early_ok) = @_;
@@ -114,9 +116,10 @@ sub next_write
 }
 
 # --- streaming after idle -------------------------------------------------------
+# (the target is the next record the primary writes, whoever writes it)
 cause('streaming after idle', $bound_ms, sub {
 	sleep 1;    # idle: on 13 to 15 the watcher sleeps in its quiet state
-	return ($standby, rg_next_lsn($primary), next_write());
+	return ($standby, rg_next_lsn($primary), next_write(), 1);
 });
 
 # --- the end of recovery_min_apply_delay -------------------------------------------
