@@ -14,7 +14,9 @@
  * process looks for all of them.  While nobody waits it sleeps on its
  * latch.  While someone waits it takes one look at the lease table
  * (rg_lease_look) every RG_WAKER_POLL_US, every RG_WAKER_SLOW_US once the
- * table stayed the same for RG_WAKER_FAST_US, evaluates every waiter
+ * table stayed the same for RG_WAKER_FAST_US (asking the kernel to end
+ * each sleep on time: rg_waker_timer_slack), and not before the moment
+ * a waiter's release is due (rg_waker_due), evaluates every waiter
  * against it and sets the latch of each one released; when no waiter
  * depends on a WAL sender that could still report (each waits only for
  * leases whose WAL sender left, or for its own "until"), it sleeps until
@@ -35,6 +37,10 @@
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
+
+#ifdef HAVE_SYS_PRCTL_H
+#include <sys/prctl.h>
+#endif
 
 #include "access/xlog.h"
 #include "miscadmin.h"
@@ -57,11 +63,28 @@
  * RG_WAKER_POLL_US while the table changed in the last RG_WAKER_FAST_US (a
  * healthy standby reports within a millisecond or so), then every
  * RG_WAKER_SLOW_US (a holder that stopped applying: its WAL sender may
- * still report, until its lease expires).
+ * still report, until its lease expires, and the report that ends the
+ * stall must reach its commits within half a millisecond).  Each look
+ * costs a wake-up of this process (about 15 us of CPU on a virtual
+ * machine, src/README.md), so the slow interval is what 100 commits
+ * waiting out a stalled holder cost: about 0.05 cores.
  */
-#define RG_WAKER_POLL_US	100
+#define RG_WAKER_POLL_US	50
 #define RG_WAKER_FAST_US	2000
-#define RG_WAKER_SLOW_US	1000
+#define RG_WAKER_SLOW_US	250
+
+/*
+ * The waker's first look at a new waiter comes RG_WAKER_DUE_PART of the
+ * usual time from a link to its release after the link: each look is a
+ * wake-up, and a commit's standbys take 0.2 to 2 ms to report its apply.
+ */
+#define RG_WAKER_DUE_PART	0.75
+
+/*
+ * How late Linux may end the waker's sleeps, in nanoseconds: by default
+ * 50 us, as long as RG_WAKER_POLL_US.
+ */
+#define RG_WAKER_SLACK_NS	1000
 
 /* A slot's state: its link's number, shifted, and one of these marks. */
 #define RG_WAITER_FREE		0
@@ -78,6 +101,7 @@ typedef struct RgWaiter
 	int64		until;			/* ...at most until then */
 	uint64		number;			/* its last link's (written by its backend) */
 	uint64		link;			/* the count of links before it */
+	int64		linked_at;		/* rg_clock_us when it linked */
 	pg_atomic_uint64 state;
 } RgWaiter;
 
@@ -212,6 +236,7 @@ rg_waker_link(XLogRecPtr lsn, int64 visible, int64 until)
 		slot->lsn = lsn;
 		slot->visible = visible;
 		slot->until = until;
+		slot->linked_at = rg_clock_us();
 		slot->number++;
 		slot->link = pg_atomic_fetch_add_u64(&rg_waker->links, 1);
 		(void) pg_atomic_fetch_add_u32(&rg_waker->nwaiters, 1);
@@ -243,6 +268,23 @@ rg_waker_released(void)
 }
 
 /*
+ * rg_waker_due
+ *		The usual time from a link to its release, "*usual" (microseconds),
+ *		learns from one release that took "took": a moving average, each
+ *		release a quarter of it.  A release that took RG_WAKER_FAST_US or
+ *		longer is left out: it waited out a stall or an expiry, which says
+ *		nothing of the next report.  (A release found at the first look
+ *		took at least RG_WAKER_DUE_PART of the average: when reports come
+ *		sooner, it falls by 6 % a release.)
+ */
+static void
+rg_waker_due(int64 *usual, int64 took)
+{
+	if (took >= 0 && took < RG_WAKER_FAST_US)
+		*usual += (took - *usual) / 4;
+}
+
+/*
  * rg_waker_wake
  *		Evaluate every waiter linked before the first "links" links against
  *		the look "view" taken at "now", after those links, and wake each
@@ -250,17 +292,19 @@ rg_waker_released(void)
  *		the look, and a lease recorded in between, which that look does not
  *		show, would then be one it waits for: it is evaluated at the next
  *		look.  Returns whether one still waits, with *next (when an expiry
- *		may release one) and *reporting (whether one waits for a WAL sender
- *		that could report).
+ *		may release one), *reporting (whether one waits for a WAL sender
+ *		that could report) and *due (when the release of the first of
+ *		those is due, from *usual, which each release here teaches).
  */
 static bool
 rg_waker_wake(const RgLeaseView *view, uint64 links, int64 wait_us, int64 now,
-			  int64 *next, bool *reporting)
+			  int64 *usual, int64 *next, bool *reporting, int64 *due)
 {
 	bool		waiting = false;
 
 	*next = PG_INT64_MAX;
 	*reporting = false;
+	*due = PG_INT64_MAX;
 	for (int i = 0; i < rg_waker->nslots; i++)
 	{
 		RgWaiter   *slot = &rg_waker->slots[i];
@@ -269,6 +313,7 @@ rg_waker_wake(const RgLeaseView *view, uint64 links, int64 wait_us, int64 now,
 		int64		visible;
 		int64		until;
 		uint64		link;
+		int64		linked_at;
 		int64		its_next;
 		bool		its_reporting;
 
@@ -279,26 +324,32 @@ rg_waker_wake(const RgLeaseView *view, uint64 links, int64 wait_us, int64 now,
 		visible = slot->visible;
 		until = slot->until;
 		link = slot->link;
+		linked_at = slot->linked_at;
 		/* read in one piece: the same link before and after */
 		pg_read_barrier();
 		if (pg_atomic_read_u64(&slot->state) != state)
 			continue;
 		if (link >= links)
-		{
-			waiting = true;		/* the next look judges it */
-			*reporting = true;
-			continue;
-		}
-		if (rg_lease_view_released(view, lsn, visible, until, wait_us, now,
-								   &its_next, &its_reporting))
+			its_reporting = true;	/* the next look judges it */
+		else if (rg_lease_view_released(view, lsn, visible, until, wait_us,
+										now, &its_next, &its_reporting))
 		{
 			if (rg_waker_mark(slot, state, RG_WAITER_RELEASED))
+			{
 				SetLatch(&GetPGProcByNumber(i)->procLatch);
+				rg_waker_due(usual, now - linked_at);
+			}
 			continue;
 		}
+		else
+			*next = Min(*next, its_next);
 		waiting = true;
-		*next = Min(*next, its_next);
-		*reporting |= its_reporting;
+		if (its_reporting)
+		{
+			*reporting = true;
+			*due = Min(*due, linked_at +
+					   (int64) (*usual * RG_WAKER_DUE_PART));
+		}
 	}
 	return waiting;
 }
@@ -328,6 +379,33 @@ rg_waker_exit(int code, Datum arg)
 			SetLatch(&GetPGProcByNumber(i)->procLatch);
 }
 
+/* Sleep "us" microseconds, shown as the waker's wait event. */
+static void
+rg_waker_nap(int64 us)
+{
+	if (us <= 0)
+		return;
+	pgstat_report_wait_start(RG_WAIT_EVENT(rg_waker_event,
+										   "ReplicaGateLeaseWaker"));
+	pg_usleep(us);
+	pgstat_report_wait_end();
+}
+
+/*
+ * rg_waker_timer_slack
+ *		Ask the kernel to end this process's sleeps within
+ *		RG_WAKER_SLACK_NS of their time, where it can be asked.
+ */
+static void
+rg_waker_timer_slack(void)
+{
+#ifdef PR_SET_TIMERSLACK
+	if (prctl(PR_SET_TIMERSLACK, (unsigned long) RG_WAKER_SLACK_NS, 0, 0, 0) != 0)
+		ereport(LOG,
+				(errmsg("replica_gate lease waker could not set its timer slack: %m")));
+#endif
+}
+
 /*
  * rg_waker_main
  *		The lease waker (file header).  It starts once the server is a
@@ -340,6 +418,8 @@ rg_waker_main(Datum arg)
 	RgLeaseView *view;
 	RgLeaseView *last;
 	uint64		links = 0;
+	int64		usual = 0;
+	int64		due = 0;
 	int64		next = 0;
 	int64		changed = 0;
 	bool		reporting = false;
@@ -351,6 +431,7 @@ rg_waker_main(Datum arg)
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 	view = rg_lease_view_create();
 	last = rg_lease_view_create();
+	rg_waker_timer_slack();
 
 	SpinLockAcquire(&rg_waker->mutex);
 	if (rg_waker->waker_latch != NULL)
@@ -397,7 +478,8 @@ rg_waker_main(Datum arg)
 		if (links_now != links || now >= next || !rg_waker_same_look(view, last))
 		{
 			changed = now;
-			if (!rg_waker_wake(view, links_now, wait_us, now, &next, &reporting))
+			if (!rg_waker_wake(view, links_now, wait_us, now, &usual, &next,
+							   &reporting, &due))
 				continue;
 			links = links_now;
 			swap = last;
@@ -406,12 +488,9 @@ rg_waker_main(Datum arg)
 		}
 		if (reporting)
 		{
-			/* a report may come at any moment: look again soon */
-			pgstat_report_wait_start(RG_WAIT_EVENT(rg_waker_event,
-												   "ReplicaGateLeaseWaker"));
-			pg_usleep(now - changed < RG_WAKER_FAST_US ?
-					  RG_WAKER_POLL_US : RG_WAKER_SLOW_US);
-			pgstat_report_wait_end();
+			/* a report may come at any moment from when one is due */
+			rg_waker_nap(Max(now - changed < RG_WAKER_FAST_US ?
+							 RG_WAKER_POLL_US : RG_WAKER_SLOW_US, due - now));
 		}
 		else
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
