@@ -16,8 +16,8 @@
  * (rg_lease_look) every RG_WAKER_POLL_US, every RG_WAKER_SLOW_US once the
  * table stayed the same for RG_WAKER_FAST_US (asking the kernel to end
  * each sleep on time: rg_waker_timer_slack), and not before the moment
- * a waiter's release is due (rg_waker_due), evaluates every waiter
- * against it and sets the latch of each one released; when no waiter
+ * a waiter's release is due or an expiry (rg_waker_learn), evaluates every
+ * waiter against it and sets the latch of each one released; when no waiter
  * depends on a WAL sender that could still report (each waits only for
  * leases whose WAL sender left, or for its own "until"), it sleeps until
  * the nearest expiry instead.
@@ -66,23 +66,16 @@
  * still report, until its lease expires, and the report that ends the
  * stall must reach its commits within half a millisecond).  Each look
  * costs a wake-up of this process (about 15 us of CPU on a virtual
- * machine, src/README.md), so the slow interval is what 100 commits
- * waiting out a stalled holder cost: about 0.05 cores.
+ * machine, src/README.md), however many commits wait: while a holder
+ * stalls, the slow interval costs about 0.06 cores.
  */
 #define RG_WAKER_POLL_US	50
 #define RG_WAKER_FAST_US	2000
 #define RG_WAKER_SLOW_US	250
 
 /*
- * The waker's first look at a new waiter comes RG_WAKER_DUE_PART of the
- * usual time from a link to its release after the link: each look is a
- * wake-up, and a commit's standbys take 0.2 to 2 ms to report its apply.
- */
-#define RG_WAKER_DUE_PART	0.75
-
-/*
- * How late Linux may end the waker's sleeps, in nanoseconds: by default
- * 50 us, as long as RG_WAKER_POLL_US.
+ * The timer slack the waker asks for, in nanoseconds: how late Linux may
+ * end its sleeps (50 us by default, as long as RG_WAKER_POLL_US).
  */
 #define RG_WAKER_SLACK_NS	1000
 
@@ -268,17 +261,19 @@ rg_waker_released(void)
 }
 
 /*
- * rg_waker_due
+ * rg_waker_learn
  *		The usual time from a link to its release, "*usual" (microseconds),
  *		learns from one release that took "took": a moving average, each
  *		release a quarter of it.  A release that took RG_WAKER_FAST_US or
  *		longer is left out: it waited out a stall or an expiry, which says
- *		nothing of the next report.  (A release found at the first look
- *		took at least RG_WAKER_DUE_PART of the average: when reports come
- *		sooner, it falls by 6 % a release.)
+ *		nothing of the next report (a shorter one that an expiry made is
+ *		learned too).  A release found at the first look, three quarters of
+ *		the average after its link, took at least that: the average leans
+ *		high by about half a look's interval, and when reports come sooner
+ *		it falls by 6 % a release (about 30 releases from 1.9 to 0.3 ms).
  */
 static void
-rg_waker_due(int64 *usual, int64 took)
+rg_waker_learn(int64 *usual, int64 took)
 {
 	if (took >= 0 && took < RG_WAKER_FAST_US)
 		*usual += (took - *usual) / 4;
@@ -294,13 +289,15 @@ rg_waker_due(int64 *usual, int64 took)
  *		look.  Returns whether one still waits, with *next (when an expiry
  *		may release one), *reporting (whether one waits for a WAL sender
  *		that could report) and *due (when the release of the first of
- *		those is due, from *usual, which each release here teaches).
+ *		those is due: three quarters of *usual after its link; each release
+ *		here teaches *usual).
  */
 static bool
 rg_waker_wake(const RgLeaseView *view, uint64 links, int64 wait_us, int64 now,
 			  int64 *usual, int64 *next, bool *reporting, int64 *due)
 {
 	bool		waiting = false;
+	int64		due_after = *usual * 3 / 4;
 
 	*next = PG_INT64_MAX;
 	*reporting = false;
@@ -337,7 +334,7 @@ rg_waker_wake(const RgLeaseView *view, uint64 links, int64 wait_us, int64 now,
 			if (rg_waker_mark(slot, state, RG_WAITER_RELEASED))
 			{
 				SetLatch(&GetPGProcByNumber(i)->procLatch);
-				rg_waker_due(usual, now - linked_at);
+				rg_waker_learn(usual, now - linked_at);
 			}
 			continue;
 		}
@@ -347,8 +344,7 @@ rg_waker_wake(const RgLeaseView *view, uint64 links, int64 wait_us, int64 now,
 		if (its_reporting)
 		{
 			*reporting = true;
-			*due = Min(*due, linked_at +
-					   (int64) (*usual * RG_WAKER_DUE_PART));
+			*due = Min(*due, linked_at + due_after);
 		}
 	}
 	return waiting;
@@ -400,7 +396,8 @@ static void
 rg_waker_timer_slack(void)
 {
 #ifdef PR_SET_TIMERSLACK
-	if (prctl(PR_SET_TIMERSLACK, (unsigned long) RG_WAKER_SLACK_NS, 0, 0, 0) != 0)
+	if (prctl(PR_SET_TIMERSLACK, (unsigned long) RG_WAKER_SLACK_NS,
+			  0, 0, 0) != 0)
 		ereport(LOG,
 				(errmsg("replica_gate lease waker could not set its timer slack: %m")));
 #endif
@@ -488,9 +485,11 @@ rg_waker_main(Datum arg)
 		}
 		if (reporting)
 		{
+			int64		interval = now - changed < RG_WAKER_FAST_US ?
+				RG_WAKER_POLL_US : RG_WAKER_SLOW_US;
+
 			/* a report may come at any moment from when one is due */
-			rg_waker_nap(Max(now - changed < RG_WAKER_FAST_US ?
-							 RG_WAKER_POLL_US : RG_WAKER_SLOW_US, due - now));
+			rg_waker_nap(Max(interval, Min(due, next) - now));
 		}
 		else
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
