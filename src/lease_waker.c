@@ -204,8 +204,8 @@ rg_waker_unlink(void)
  *		"visible", waits for is released (at the latest at "until", which
  *		the caller's own timeout covers).  False when no waker runs: the
  *		caller must look on its own.  A link for the same three values is
- *		kept.  The caller looks at the table after this returns, so that a
- *		release in between is not missed.
+ *		kept.  A release between the caller's last look and this link is
+ *		found by the waker's next look, which comes after the link.
  */
 bool
 rg_waker_link(XLogRecPtr lsn, int64 visible, int64 until)
