@@ -375,18 +375,6 @@ rg_waker_exit(int code, Datum arg)
 			SetLatch(&GetPGProcByNumber(i)->procLatch);
 }
 
-/* Sleep "us" microseconds, shown as the waker's wait event. */
-static void
-rg_waker_nap(int64 us)
-{
-	if (us <= 0)
-		return;
-	pgstat_report_wait_start(RG_WAIT_EVENT(rg_waker_event,
-										   "ReplicaGateLeaseWaker"));
-	pg_usleep(us);
-	pgstat_report_wait_end();
-}
-
 /*
  * rg_waker_timer_slack
  *		Ask the kernel to end this process's sleeps within
@@ -489,7 +477,10 @@ rg_waker_main(Datum arg)
 				RG_WAKER_POLL_US : RG_WAKER_SLOW_US;
 
 			/* a report may come at any moment from when one is due */
-			rg_waker_nap(Max(interval, Min(due, next) - now));
+			pgstat_report_wait_start(RG_WAIT_EVENT(rg_waker_event,
+												   "ReplicaGateLeaseWaker"));
+			pg_usleep(Max(interval, Min(due, next) - now));
+			pgstat_report_wait_end();
 		}
 		else
 			(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
