@@ -123,7 +123,11 @@ cmp_ok($proc, '>=', 50, 'but they do wait');
 # the CommandComplete a Flush asks for, the token's ParameterStatus), it
 # leaves the primary only once the lease holders have applied it; the statement
 # after it is not charged for it.  rg_ack.py times each message as it
-# arrives; each case runs three times.
+# arrives; each case runs three times.  The standby applies a commit no
+# sooner than 100 ms after it (recovery_min_apply_delay), so its first
+# message leaves no sooner than 100 ms after the statement was sent; a
+# build that does not hold it sends it within a few ms, or, for
+# statement_timeout, at the timeout (50 ms): the bound is 75 ms.
 $primary->safe_psql('postgres', q{
 CREATE PROCEDURE commit_then_fail() LANGUAGE plpgsql AS
   $$ BEGIN UPDATE counter SET v = v + 1; COMMIT; RAISE EXCEPTION 'failed after its commit'; END $$;
@@ -145,15 +149,19 @@ my @ack_cases = (
 	  q{DO $$ BEGIN UPDATE counter SET v = v + 1; COMMIT; RAISE EXCEPTION 'failed'; END $$}, 'E P0001' ],
 	[ 'a notice after the commit', 'simple', 'CALL commit_then_notice()', 'N committed' ],
 	[ 'statement_timeout after the commit', 'simple', 'CALL commit_then_sleep()', 'E 57014',
-	  '-c statement_timeout=20ms' ],
+	  '-c statement_timeout=50ms' ],
 	[ "a CALL's CommandComplete asked for by Flush", 'flush', 'CALL commit_only()', 'C CALL' ],
 	[ 'a plain commit', 'simple', 'UPDATE counter SET v = v + 1', 'S replica_gate.last_commit_token=' ]);
 for my $case (@ack_cases)
 {
 	my ($name, $mode, $sql, $first, $options) = @$case;
 	my ($earliest, $next, $seen, $made) = (1e9, 1e9, '', 0);
-	for (1 .. 3)
+	# (statement_timeout may fire before the COMMIT on a loaded machine:
+	# only a run that committed tells when its commit was acknowledged, so
+	# that case runs until three have, ten times at most, and needs one)
+	for (1 .. ($options ? 10 : 3))
 	{
+		last if $made == 3;
 		local $ENV{RG_ACK_OPTIONS} = $options // '';
 		my ($out, $err) = ('', '');
 		my $before = $primary->safe_psql('postgres', 'SELECT v FROM counter');
@@ -163,8 +171,6 @@ for my $case (@ack_cases)
 			'>', \$out, '2>', \$err,
 			IPC::Run::timeout($PostgreSQL::Test::Utils::timeout_default));
 		diag("$name: $err") if $err;
-		# (statement_timeout may fire before the COMMIT on a loaded machine:
-		# only a run that committed tells when its commit was acknowledged)
 		next if $primary->safe_psql('postgres', 'SELECT v FROM counter') == $before;
 		$made++;
 		my ($mine, $later) = split /^-- next\n/m, $out;
@@ -174,10 +180,10 @@ for my $case (@ack_cases)
 		$next = $next_ms if defined $next_ms && $next_ms < $next;
 		$seen = $mine // "nothing: $out";
 	}
-	cmp_ok($made, '>=', $options ? 1 : 3, "$name: $made of 3 runs committed");
+	cmp_ok($made, '>=', $options ? 1 : 3, "$name: $made runs committed");
 	like($seen, qr/^[0-9.]+ \Q$first\E/m, "$name: the client got what it should")
 	  or diag($seen);
-	cmp_ok($earliest, '>=', 50, "$name: the first message left after the commit wait ($earliest ms)");
+	cmp_ok($earliest, '>=', 75, "$name: the first message left after the commit wait ($earliest ms)");
 	cmp_ok($next, '<', 25, "$name: the next statement is not charged for it ($next ms)");
 }
 

@@ -94,6 +94,13 @@ pass("the question worker runs ($worker)");
 my @stopped;
 END { kill 'CONT', @stopped if @stopped }
 @stopped = ($postmaster, @children);
+# A standby asks only once its answer is nearly W old, so its lease may have
+# little left: strong reads until it has just asked, so that the lease is
+# still live when the commit below begins, however slow the machine.
+$start = [gettimeofday];
+strong_read()
+  until $primary->safe_psql('postgres', 'SELECT max(expires_in_ms) > 800 FROM replica_gate.leases()')
+  eq 't' || tv_interval($start) > 30;
 rg_pause_replay($standby);
 like(strong_read(), qr/^saw 1$/, 'the read before the pause sees the old value');
 my $frozen = [gettimeofday];
