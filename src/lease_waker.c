@@ -30,7 +30,12 @@
  * alone) and sets its latch.  The waker's verdict stands for the waiter's
  * own: both evaluate one look at the table against the same three values.
  * A look that finds the table as the last one did (no report, no grant)
- * while no waiter came and no expiry passed evaluates nobody.  Where no
+ * while no waiter came and no expiry passed evaluates nobody.  "Came" is
+ * told by a second count, of links whose slot is marked, which a waiter
+ * raises only after its mark: a waiter numbered before a look but marked
+ * after its scan raises it after the look read it, so the next look
+ * evaluates it (counting links alone, that waiter could wait for another
+ * waiter's news, or its own "until").  Where no
  * waker runs (not preloaded, not started yet, or gone) rg_waker_link()
  * says so and the waiter looks on its own.
  *
@@ -104,6 +109,7 @@ typedef struct RgWakerShared
 	Latch	   *waker_latch;	/* NULL while no waker runs */
 	pg_atomic_uint32 nwaiters;	/* linked slots */
 	pg_atomic_uint64 links;		/* links made so far */
+	pg_atomic_uint64 marked;	/* of those, links whose slot is marked */
 	int			nslots;
 	RgWaiter	slots[FLEXIBLE_ARRAY_MEMBER];
 } RgWakerShared;
@@ -140,6 +146,7 @@ rg_waker_shmem_init(void)
 	rg_waker->waker_latch = NULL;
 	pg_atomic_init_u32(&rg_waker->nwaiters, 0);
 	pg_atomic_init_u64(&rg_waker->links, 0);
+	pg_atomic_init_u64(&rg_waker->marked, 0);
 	rg_waker->nslots = RG_MAX_BACKENDS();
 	for (int i = 0; i < rg_waker->nslots; i++)
 	{
@@ -236,6 +243,8 @@ rg_waker_link(XLogRecPtr lsn, int64 visible, int64 until)
 		/* the values before the state: the adds above are full barriers */
 		pg_atomic_write_u64(&slot->state,
 							RG_WAITER_STATE(slot->number, RG_WAITER_LINKED));
+		/* the state before the count (file header) */
+		(void) pg_atomic_fetch_add_u64(&rg_waker->marked, 1);
 	}
 	/* it may be asleep until an expiry: this waiter may need a report */
 	SetLatch(waker);
@@ -402,7 +411,7 @@ rg_waker_main(Datum arg)
 	int64		wait_us = rg_commit_wait_ms * (int64) 1000;
 	RgLeaseView *view;
 	RgLeaseView *last;
-	uint64		links = 0;
+	uint64		marked = 0;
 	int64		usual = 0;
 	int64		due = 0;
 	int64		next = 0;
@@ -433,6 +442,7 @@ rg_waker_main(Datum arg)
 	for (;;)
 	{
 		int64		now;
+		uint64		marked_now;
 		uint64		links_now;
 		RgLeaseView *swap;
 
@@ -455,18 +465,20 @@ rg_waker_main(Datum arg)
 			continue;
 		}
 
-		/* the links first, then the look (rg_waker_wake) */
+		/* the marks, then the links, then the look (file header) */
+		marked_now = pg_atomic_read_u64(&rg_waker->marked);
+		pg_memory_barrier();
 		links_now = pg_atomic_read_u64(&rg_waker->links);
 		pg_memory_barrier();
 		now = rg_clock_us();
 		rg_lease_look(view, wait_us, now);
-		if (links_now != links || now >= next || !rg_waker_same_look(view, last))
+		if (marked_now != marked || now >= next || !rg_waker_same_look(view, last))
 		{
 			changed = now;
 			if (!rg_waker_wake(view, links_now, wait_us, now, &usual, &next,
 							   &reporting, &due))
 				continue;
-			links = links_now;
+			marked = marked_now;
 			swap = last;
 			last = view;
 			view = swap;
