@@ -30,14 +30,17 @@
  * alone) and sets its latch.  The waker's verdict stands for the waiter's
  * own: both evaluate one look at the table against the same three values.
  * A look that finds the table as the last one did (no report, no grant)
- * while no waiter came and no expiry passed evaluates nobody.  "Came" is
- * told by a second count, of links whose slot is marked, which a waiter
- * raises only after its mark: a waiter numbered before a look but marked
- * after its scan raises it after the look read it, so the next look
- * evaluates it (counting links alone, that waiter could wait for another
- * waiter's news, or its own "until").  Where no
- * waker runs (not preloaded, not started yet, or gone) rg_waker_link()
- * says so and the waiter looks on its own.
+ * while no waiter came and no expiry passed evaluates nobody.  The waker
+ * notices a new waiter by a second count, of marks (it only grows), which
+ * a waiter raises after it marks its slot linked.  It reads that count
+ * before the count of links, so each mark it counts belongs to a link
+ * under the count it judges by, and its scan sees that slot marked; a
+ * waiter numbered before a look but marked after its scan raises the
+ * count after the look read it, and the next look evaluates it.  (Counted
+ * by links alone, that waiter was judged only at the next change of the
+ * table, expiry or link, or at its own "until".)  Where no waker runs (not
+ * preloaded, not started yet, or gone) rg_waker_link() says so and the
+ * waiter looks on its own.
  *
  *-------------------------------------------------------------------------
  */
@@ -109,7 +112,7 @@ typedef struct RgWakerShared
 	Latch	   *waker_latch;	/* NULL while no waker runs */
 	pg_atomic_uint32 nwaiters;	/* linked slots */
 	pg_atomic_uint64 links;		/* links made so far */
-	pg_atomic_uint64 marked;	/* of those, links whose slot is marked */
+	pg_atomic_uint64 marked;	/* marks made so far (file header) */
 	int			nslots;
 	RgWaiter	slots[FLEXIBLE_ARRAY_MEMBER];
 } RgWakerShared;
