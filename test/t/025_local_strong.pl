@@ -127,7 +127,7 @@ cmp_ok($proc, '>=', 50, 'but they do wait');
 # sooner than 100 ms after it (recovery_min_apply_delay), so its first
 # message leaves no sooner than 100 ms after the statement was sent; a
 # build that does not hold it sends it within a few ms, or, for
-# statement_timeout, at the timeout (50 ms): the bound is 75 ms.
+# statement_timeout, at the timeout (30 ms): the bound is 50 ms.
 $primary->safe_psql('postgres', q{
 CREATE PROCEDURE commit_then_fail() LANGUAGE plpgsql AS
   $$ BEGIN UPDATE counter SET v = v + 1; COMMIT; RAISE EXCEPTION 'failed after its commit'; END $$;
@@ -149,7 +149,7 @@ my @ack_cases = (
 	  q{DO $$ BEGIN UPDATE counter SET v = v + 1; COMMIT; RAISE EXCEPTION 'failed'; END $$}, 'E P0001' ],
 	[ 'a notice after the commit', 'simple', 'CALL commit_then_notice()', 'N committed' ],
 	[ 'statement_timeout after the commit', 'simple', 'CALL commit_then_sleep()', 'E 57014',
-	  '-c statement_timeout=50ms' ],
+	  '-c statement_timeout=30ms' ],
 	[ "a CALL's CommandComplete asked for by Flush", 'flush', 'CALL commit_only()', 'C CALL' ],
 	[ 'a plain commit', 'simple', 'UPDATE counter SET v = v + 1', 'S replica_gate.last_commit_token=' ]);
 for my $case (@ack_cases)
@@ -183,7 +183,7 @@ for my $case (@ack_cases)
 	cmp_ok($made, '>=', $options ? 1 : 3, "$name: $made runs committed");
 	like($seen, qr/^[0-9.]+ \Q$first\E/m, "$name: the client got what it should")
 	  or diag($seen);
-	cmp_ok($earliest, '>=', 75, "$name: the first message left after the commit wait ($earliest ms)");
+	cmp_ok($earliest, '>=', 50, "$name: the first message left after the commit wait ($earliest ms)");
 	cmp_ok($next, '<', 25, "$name: the next statement is not charged for it ($next ms)");
 }
 

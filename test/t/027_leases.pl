@@ -26,6 +26,7 @@ use strict;
 use warnings;
 
 use FindBin;
+use List::Util qw(min);
 use lib "$FindBin::RealBin/../perl";
 
 use PostgreSQL::Test::Cluster;
@@ -48,6 +49,9 @@ my $commit_ms = sub {
 		($before // '') . "\\timing on\nUPDATE counter SET v = v + 1");
 	return ($out =~ /Time: ([0-9.]+) ms\s*$/) ? $1 : 1e9;
 };
+# The fastest of three paying commits, where none should wait: one slow
+# round trip on a loaded machine is not a wait (each waits W where one does).
+my $unwaited_ms = sub { return min(map { $commit_ms->() } 1 .. 3) };
 # A strong read on the standby: its value, or its error.
 my $strong_read = sub {
 	my ($node) = @_;
@@ -83,7 +87,7 @@ $primary->restart;
 my $first = $commit_ms->();
 cmp_ok($first, '>=', $W, "the server's first paying commit waits W ($first ms)");
 usleep($W * 1000);
-my $alone = $commit_ms->();
+my $alone = $unwaited_ms->();
 cmp_ok($alone, '<', $W / 2, "with no standby holding a lease, a paying commit does not wait ($alone ms)");
 
 # --- a healthy lease holder ------------------------------------------------------
@@ -223,7 +227,7 @@ like($after, qr/RG001/,
 	'the strong read after it does not return the old value: the standby asks, and fails')
   or diag("value before the commit: $before");
 like($leases->(), qr/\|1$/, 'the standby that let the commit wait is marked behind');
-my $unleased = $commit_ms->();
+my $unleased = $unwaited_ms->();
 cmp_ok($unleased, '<', $W / 2, "the next commit does not wait ($unleased ms)");
 $standby->safe_psql('postgres', 'SELECT pg_wal_replay_resume()');
 $primary->wait_for_catchup($standby->name, 'replay');
@@ -236,7 +240,7 @@ my @frozen = ($standby->{_pid},
 kill 'STOP', @frozen;
 my $cut = $commit_ms->();
 usleep(3 * $W * 1000);
-my $after_cut = $commit_ms->();
+my $after_cut = $unwaited_ms->();
 kill 'CONT', @frozen;
 cmp_ok($cut, '<', $W + 100, "a frozen lease holder delays a commit at most W ($cut ms)");
 cmp_ok($after_cut, '<', $W / 2, "and later commits not at all ($after_cut ms)");

@@ -110,15 +110,23 @@ my $receivewal = IPC::Run::start(
 $until->("EXISTS (SELECT FROM pg_stat_replication WHERE application_name = 'pg_receivewal' AND state = 'streaming')");
 # pg_receivewal runs as the same role, over the same kind of socket, as
 # this session: the primary grants its WAL sender's lease to this session.
-my ($senders, $new, $granted, $gone, $paying) = split /\n/, rg_session_query($ps, qq{
+# The commit's wait is timed in the server, from before the lease's time
+# left is read to the message after the commit (which pays it), so that no
+# wait for a CPU in between can make it look short.
+my $out = rg_session_query($ps, qq{
 SELECT count(*) FROM pg_stat_replication;
 SELECT pid FROM pg_stat_replication WHERE application_name = 'pg_receivewal';
 SELECT granted FROM pg_stat_replication r, replica_gate.grant_lease(r.pid, r.backend_start) WHERE r.application_name = 'pg_receivewal';
-SELECT coalesce(max(expires_in_ms), 0) FROM replica_gate.leases() WHERE sender_pid = $old;
-\\timing on
-UPDATE counter SET v = v + 1;
-\\timing off});
-($paying) = ($paying =~ /Time: ([0-9.]+) ms/);
+DO \$\$DECLARE t0 timestamptz := clock_timestamp(); gone float8; BEGIN
+  gone := (SELECT coalesce(max(expires_in_ms), 0) FROM replica_gate.leases() WHERE sender_pid = $old);
+  UPDATE counter SET v = v + 1;
+  COMMIT;
+  RAISE NOTICE 'committed';
+  RAISE NOTICE 'gone % waited %', gone, extract(epoch FROM clock_timestamp() - t0) * 1000;
+END\$\$;});
+my ($senders) = split /\n/, $out;
+my ($gone, $paying) = $out =~ /gone ([0-9.e+-]+) waited ([0-9.]+)/;
+($gone, $paying) = (0, 0) unless defined $paying;
 my $remaining = rg_session_query($ps,
 	"SELECT coalesce(max(expires_in_ms), 0) FROM replica_gate.leases() WHERE sender_pid = $old;");
 my $after = $strong_read->();
