@@ -20,7 +20,8 @@ use Time::HiRes qw(gettimeofday tv_interval);
 
 our @EXPORT = qw(rg_primary_standby rg_bg_start rg_bg_finish rg_pid_of rg_major
   rg_core_wait rg_next_lsn rg_partition rg_archive_standby rg_probe_start
-  rg_probe_time rg_queued_ns rg_token_lsn rg_woke_at rg_noted_at rg_wake_lag rg_median rg_watcher_runs rg_replay_holds
+  rg_probe_time rg_queued_ns rg_token_lsn rg_woke_at rg_noted_at rg_wake_lag
+  rg_median rg_watcher_runs rg_replay_holds
   rg_conflict_sampler rg_conflict_longest rg_pause_replay rg_build_client
   rg_pgbouncer rg_strong_counter RG_WAKE_BOUND_MS rg_session rg_session_query
   rg_session_until rg_schedstat RG_IN_GATE);
@@ -408,19 +409,23 @@ sub rg_woke_at
 	return "SELECT $gate; " . rg_noted_at();
 }
 
-# rg_wake_lag($noted, $passed, $queued)
+# rg_wake_lag($noted, $passed, @queued)
 #	How many ms after $passed (epoch seconds: when replay passed the
-#	target, rg_probe_time) a waiter returned, from what rg_noted_at printed
-#	for it, less the time it waited for a CPU since it slept ($queued: its
-#	count then, rg_schedstat's second field; undef: nothing is taken off);
-#	and in list context that time.  A loaded machine makes a woken process
-#	wait for a CPU; a lost wake-up leaves it asleep, which is not counted,
-#	so it still shows.  A line that is not a note counts as 1e9 ms.
+#	target, rg_probe_time) a waiter returned, from a note "epoch|ns ..."
+#	(rg_noted_at, or any moment followed by rg_queued_ns counts), less the
+#	time each process noted waited for a CPU since its count in @queued
+#	(rg_schedstat's second field, taken while the waiter slept; undef:
+#	nothing is taken off for it); and in list context that time.  A loaded
+#	machine makes a woken process wait for a CPU; a lost wake-up leaves it
+#	asleep, which is not counted, so it still shows.  A missing note
+#	counts as 1e9 ms.
 sub rg_wake_lag
 {
-	my ($noted, $passed, $queued) = @_;
-	my ($at, $now) = ($noted // '') =~ /^([0-9.]+)\|(\d+)$/ or return (1e9, 0);
-	my $queued_ms = defined $queued ? ($now - $queued) / 1e6 : 0;
+	my ($noted, $passed, @queued) = @_;
+	my ($at, $counts) = ($noted // '') =~ /^([0-9.]+)\|([0-9 ]*)$/ or return (1e9, 0);
+	my @now = split ' ', $counts;
+	my $queued_ms = 0;
+	$queued_ms += (($now[$_] // 0) - $queued[$_]) / 1e6 for grep { defined $queued[$_] } 0 .. $#queued;
 	return (($at - $passed) * 1000 - $queued_ms, $queued_ms);
 }
 

@@ -5,10 +5,10 @@
 # replay passes the target (or recovery ends) and notes the time; the waiter
 # must return within a bound of that moment, tied to the mechanism, less
 # the time it waited for a CPU once woken (median of 3 rounds, so that one
-# scheduling hiccup on a loaded machine does not decide).  It measures the gate, not replay: on 13, for example, replay
-# itself resumes up to 1 s after pg_wal_replay_resume() (the startup process
-# checks the pause flag once a second), and the waiter follows it within the
-# bound.
+# scheduling hiccup on a loaded machine does not decide).  It measures the
+# gate, not replay: on 13, for example, replay itself resumes up to 1 s
+# after pg_wal_replay_resume() (the startup process checks the pause flag
+# once a second), and the waiter follows it within the bound.
 
 use strict;
 use warnings;

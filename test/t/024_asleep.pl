@@ -76,14 +76,10 @@ my ($passed, @wakers_queued) = rg_probe_time($probe);
 for my $form (sort keys %h)
 {
 	rg_bg_finish($h{$form});
-	my ($at, $queued_at) = $h{$form}{stdout} =~ /^at\|([0-9.]+)\|([0-9 ]+)$/m;
+	my ($noted) = $h{$form}{stdout} =~ /^at\|(.*)$/m;
 	my ($v) = $h{$form}{stdout} =~ /(?:^|\n)(\d+)$/;
 	is($v, 1, "$form: then sees the write") or diag($h{$form}{stderr});
-	my @then = ($queued{$form}, @wakers_queued);
-	my @now = split ' ', $queued_at // '';
-	my $queued = 0;
-	$queued += (($now[$_] // 0) - $then[$_]) / 1e6 for 0 .. $#then;
-	my $late = ($at // 0) * 1000 - $passed * 1000 - $queued;
+	my ($late, $queued) = rg_wake_lag($noted, $passed, $queued{$form}, @wakers_queued);
 	cmp_ok($late, '<=', RG_WAKE_BOUND_MS,
 		"$form: and returns within @{[RG_WAKE_BOUND_MS]} ms of replay passing its target, "
 		  . "besides $queued ms that it and its wakers waited for a CPU ($late ms)");

@@ -26,9 +26,9 @@ use strict;
 use warnings;
 
 use FindBin;
-use List::Util qw(min);
 use lib "$FindBin::RealBin/../perl";
 
+use List::Util qw(min);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use RgTest;
